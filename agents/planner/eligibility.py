@@ -1,0 +1,125 @@
+"""Who may be a victim: one small rule per clause of the contract's "Who may be a victim".
+
+Each rule is pure and judges one candidate against the session's preemptor.
+A candidate is eligible when no rule refuses it; it is *protected* when a rule
+allows it only as a last resort (rule 3), which the objective then avoids.
+"""
+
+from __future__ import annotations
+
+from gpuyield.agents.planner.rules import Rule, Verdict
+from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
+
+
+class NotPreemptable:
+    """Rule 1: never a job with ``preemptable: false``."""
+
+    name = "preemptable"
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        if candidate.job.preemptable:
+            return Verdict(True, "preemptable")
+        return Verdict(False, "marked preemptable: false")
+
+
+class InCooldown:
+    """Rule 1 and reading 2: not a job that started less than ``cooldown_s`` ago."""
+
+    name = "cooldown"
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        started = candidate.job.started_at
+        cooldown = session.snapshot.policy.cooldown_s
+        if started is None:
+            return Verdict(True, "never started: no cooldown")
+        age = session.now - started
+        if age < cooldown:
+            return Verdict(
+                False, f"in cooldown: started {age:.0f} s ago, cooldown is {cooldown:.0f} s"
+            )
+        return Verdict(True, f"started {age:.0f} s ago, past its {cooldown:.0f} s cooldown")
+
+
+class AtEvictionLimit:
+    """Rule 1 and reading 3: the livelock guard, at most ``max_evictions`` per window."""
+
+    name = "eviction-limit"
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        policy = session.snapshot.policy
+        window = policy.eviction_window_s
+        recent = sum(1 for e in candidate.job.evictions if 0 <= session.now - e <= window)
+        if recent >= policy.max_evictions:
+            return Verdict(
+                False,
+                f"at its eviction limit: evicted {recent} times in the last {window:.0f} s "
+                f"(limit {policy.max_evictions})",
+            )
+        return Verdict(True, f"evicted {recent} of {policy.max_evictions} times in the window")
+
+
+class WeightWithinQueue:
+    """Rule 2: inside the preemptor's queue, only jobs of strictly lower W_eff."""
+
+    name = "preempt-weight"
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        if not candidate.same_queue:
+            return None
+        mine, theirs = session.preemptor_w, candidate.w_eff
+        if theirs < mine:
+            return Verdict(True, f"W_eff {theirs:.1f} < preemptor's {mine:.1f}")
+        return Verdict(False, f"W_eff {theirs:.1f} >= preemptor's {mine:.1f} in the same queue")
+
+
+class ReclaimAcrossQueues:
+    """Rule 3 and reading 6: reclaim only from over-guarantee, reclaimable branches.
+
+    The static half is judged here: every queue on the victim's branch below
+    the lowest common ancestor must be reclaimable and use more than its
+    guarantee before the plan; never from an ancestor or descendant queue.
+    The after-the-plan half (guarantees kept on both branches) depends on the
+    whole plan and is checked by ``queues``. A candidate whose W_eff is not
+    lower than the preemptor's stays allowed but protected: taken last.
+    """
+
+    name = "reclaim"
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        if candidate.same_queue:
+            return None
+        tree, mine, theirs = session.tree, session.queue, candidate.queue
+        if tree.related(mine, theirs):
+            return Verdict(
+                False, f"queue '{theirs}' is an ancestor or descendant of '{mine}': never reclaimed"
+            )
+        top = tree.lowest_common_ancestor(mine, theirs)
+        for queue in tree.branch_below(theirs, top):
+            if not tree.queues[queue].reclaimable:
+                return Verdict(False, f"queue '{queue}' is not reclaimable")
+            used, guaranteed = session.usage[queue], tree.guarantee(queue)
+            if used <= guaranteed:
+                return Verdict(
+                    False, f"queue '{queue}' uses {used} GPUs, within its guarantee of {guaranteed}"
+                )
+        if candidate.w_eff >= session.preemptor_w:
+            return Verdict(
+                True,
+                f"protected: W_eff {candidate.w_eff:.1f} >= preemptor's "
+                f"{session.preemptor_w:.1f}, taken only if no plan without it exists",
+                protected=True,
+            )
+        return Verdict(
+            True,
+            f"reclaimable from '{theirs}' (W_eff {candidate.w_eff:.1f} < "
+            f"{session.preemptor_w:.1f})",
+        )
+
+
+DEFAULT_RULES: tuple[Rule, ...] = (
+    NotPreemptable(),
+    InCooldown(),
+    AtEvictionLimit(),
+    WeightWithinQueue(),
+    ReclaimAcrossQueues(),
+)

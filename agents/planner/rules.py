@@ -1,0 +1,34 @@
+"""The shape every eligibility rule has, like a Volcano plugin's preemptable fn.
+
+A rule looks at one candidate victim against the preemptor, over a read-only
+session, and returns a verdict as data (never a log line): ``--explain`` and
+the decision records print every rule's verdict, not only the first refusal.
+A rule that does not apply to a candidate returns None (Volcano's abstain).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One rule's answer about one candidate victim."""
+
+    allowed: bool
+    reason: str
+    protected: bool = False
+
+
+class Rule(Protocol):
+    """An eligibility rule: pure, stateless, judged per candidate."""
+
+    name: str
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        """The verdict on ``candidate`` as a victim of the session's preemptor."""
+        ...

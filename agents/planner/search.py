@@ -1,0 +1,387 @@
+"""The search: which victims free room for every preemptor pod at the least cost.
+
+Depth-first branch and bound over the preemptor's pods, largest first. At
+each level the pod goes to one node, together with a *minimal* set of
+evictions on that node that makes room for it (after gang closure, which may
+take a whole job and so free other nodes too). When every pod has a node, a
+second phase repairs queue rules that more evictions can fix (capability, the
+preemptor's guarantee for reclaim) by adding victims from the offending
+queue's subtree. Every leaf is reduced to a minimal plan (readings 0001 §9)
+and compared by the exact objective.
+
+Children are tried cheapest first, so the first leaf is the greedy plan and
+later ones only improve on it; partial costs never decrease along a branch,
+so a branch already costlier than the best plan is cut. Identical preemptor
+pods are placed in node order, and interchangeable pods of one job on one
+node are taken in name order, so no plan is explored twice.
+
+The work is bounded by a budget counted in steps (one candidate eviction set
+evaluated, one packing move tried), never in seconds: a replay explores
+exactly the same tree and returns the same bytes. When the budget runs out
+the best plan found so far is returned and ``exhausted`` says so.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
+from gpuyield.agents.planner.objective import Cost, cost_of
+from gpuyield.agents.planner.placement import can_host, fit_key, pack
+from gpuyield.agents.planner.queues import violations
+from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
+
+Changes = dict[int, frozenset[int]]
+DeltaCost = tuple[int, float, int, float]
+_ZERO: DeltaCost = (0, 0.0, 0, 0.0)
+
+
+@dataclass
+class Budget:
+    """Deterministic work counter."""
+
+    limit: int
+    steps: int = 0
+    exhausted: bool = False
+
+    def tick(self) -> bool:
+        if self.steps >= self.limit:
+            self.exhausted = True
+            return False
+        self.steps += 1
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    evicted: Mapping[int, frozenset[int]]
+    free: Mapping[str, int]  # overlay over session.node_free: only nodes that changed
+    placement: tuple[tuple[str, str], ...]
+    evicted_by_queue: Mapping[str, int]
+    protected: int = 0
+    lost: float = 0.0
+    victims: int = 0
+    weight: float = 0.0
+    last_node: int = 0
+    repair_from: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    cost: Cost
+    evicted: Mapping[int, frozenset[int]]
+    placement: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """Pods of one candidate on one node with the same GPUs: interchangeable."""
+
+    candidate: int
+    gpus: int
+    pods: tuple[int, ...]  # pod indexes, in name order
+
+
+class Search:
+    """One run of the branch and bound over a session's eligible candidates."""
+
+    def __init__(
+        self,
+        session: PlanningSession,
+        eligible: Iterable[int],
+        protected: frozenset[int],
+        budget: Budget,
+    ) -> None:
+        self.s = session
+        self.eligible = tuple(sorted(eligible))
+        self.protected = protected
+        self.budget = budget
+        self.best: Found | None = None
+        self.node_index = {n: i for i, n in enumerate(session.node_names)}
+        groups: dict[str, dict[tuple[int, int], list[int]]] = {}
+        for i in self.eligible:
+            for p, pod in enumerate(session.candidates[i].pods):
+                groups.setdefault(pod.node, {}).setdefault((i, pod.gpus), []).append(p)
+        self.groups = {
+            node: tuple(_Group(c, g, tuple(pods)) for (c, g), pods in sorted(by.items()))
+            for node, by in groups.items()
+        }
+
+    # -- driving -------------------------------------------------------------
+
+    def run(self) -> Found | None:
+        start = State(evicted={}, free={}, placement=(), evicted_by_queue={})
+        self._place(start, 0)
+        return self.best
+
+    def _place(self, state: State, i: int) -> None:
+        pods = self.s.to_place
+        if i == len(pods):
+            self._repair(state)
+            return
+        for changes, node, node_i in self._children(state, i):
+            if not self.budget.tick():
+                return
+            child = self._evict(state, changes) if changes else state
+            if changes and (self._dominated(child) or self._broken(child)):
+                continue
+            gpus = pods[i].gpus
+            free = dict(child.free)
+            free[node] = self._free(child, node) - gpus
+            child = replace(
+                child,
+                free=free,
+                placement=(*child.placement, (pods[i].name, node)),
+                last_node=node_i,
+            )
+            self._place(child, i + 1)
+            if self.budget.exhausted:
+                return
+
+    def _repair(self, state: State) -> None:
+        found = violations(self.s, state.evicted_by_queue, self._reclaimed_from(state))
+        if not found:
+            self._leaf(state)
+            return
+        if any(not v.repairable for v in found):
+            return
+        offending = {v.queue for v in found}
+        options: list[tuple[DeltaCost, int, tuple[str, ...], Changes]] = []
+        for i in self.eligible:
+            if i < state.repair_from:
+                continue
+            cand = self.s.candidates[i]
+            if offending.isdisjoint(self.s.tree.ancestors[cand.queue]):
+                continue
+            for changes in self._repair_options(cand, state.evicted.get(i, frozenset())):
+                options.append((self._delta(state, changes), i, self._names(changes), changes))
+        options.sort(key=lambda o: (o[0], o[1], o[2]))
+        for _, i, _, changes in options:
+            if not self.budget.tick():
+                return
+            child = self._evict(state, changes)
+            if self._dominated(child) or self._broken(child):
+                continue
+            self._repair(replace(child, repair_from=i))
+            if self.budget.exhausted:
+                return
+
+    # -- children --------------------------------------------------------------
+
+    def _children(self, state: State, i: int) -> list[tuple[Changes, str, int]]:
+        s, pod = self.s, self.s.to_place[i]
+        first = 0
+        if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
+            first = state.last_node  # identical pods go to nodes in order: no mirror plans
+        placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
+        ranked: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], Changes, int]] = []
+        idle_seen: set[tuple[int, int, bool]] = set()
+        for node_i in range(first, len(s.node_names)):
+            node = s.node_names[node_i]
+            if not can_host(s, node, pod.gpus):
+                continue
+            free = self._free(state, node)
+            if free >= pod.gpus:
+                fit = fit_key(s, node, free, pod.gpus, placed_groups)
+                if node not in self.groups:
+                    # Nodes with no candidate pods and the same room are interchangeable.
+                    twin = (free, s.node_gpus[node], fit[1] == 0)
+                    if twin in idle_seen:
+                        continue
+                    idle_seen.add(twin)
+                ranked.append((_ZERO, fit, (), {}, node_i))
+                continue
+            for changes, freed in self._room(state, node, pod.gpus - free):
+                fit = fit_key(s, node, free + freed, pod.gpus, placed_groups)
+                ranked.append(
+                    (self._delta(state, changes), fit, self._names(changes), changes, node_i)
+                )
+            if self.budget.exhausted:
+                break
+        ranked.sort(key=lambda r: (r[0], r[1], r[2]))
+        if pod.gpus == 0 and ranked:
+            ranked = ranked[:1]  # a pod without GPUs changes nothing for the others
+        return [(changes, s.node_names[node_i], node_i) for _, _, _, changes, node_i in ranked]
+
+    def _room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
+        """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there."""
+        groups = []
+        for g in self.groups.get(node, ()):
+            taken = state.evicted.get(g.candidate, frozenset())
+            free_pods = tuple(p for p in g.pods if p not in taken)
+            if free_pods:
+                groups.append((g, free_pods))
+        if not groups:
+            return []
+        vectors = sorted(
+            itertools.product(*(range(len(pods) + 1) for _, pods in groups)),
+            key=lambda v: (sum(v), v),
+        )
+        solutions: list[tuple[int, ...]] = []
+        out: list[tuple[Changes, int]] = []
+        for vector in vectors:
+            if sum(vector) == 0 or any(
+                all(a >= b for a, b in zip(vector, sol, strict=True)) for sol in solutions
+            ):
+                continue
+            if not self.budget.tick():
+                break
+            changes: Changes = {}
+            for (g, pods), count in zip(groups, vector, strict=True):
+                if count:
+                    base = changes.get(g.candidate, state.evicted.get(g.candidate, frozenset()))
+                    changes[g.candidate] = base | frozenset(pods[:count])
+            freed = 0
+            for c, chosen in changes.items():
+                cand = self.s.candidates[c]
+                closed = close_gang(cand, chosen)
+                changes[c] = closed
+                before = state.evicted.get(c, frozenset())
+                freed += sum(
+                    cand.pods[p].gpus for p in closed - before if cand.pods[p].node == node
+                )
+            if freed >= need:
+                solutions.append(vector)
+                out.append((changes, freed))
+        return out
+
+    def _repair_options(self, cand: CandidateFacts, taken: frozenset[int]) -> list[Changes]:
+        if is_whole(cand, taken):
+            return []
+        whole = frozenset(range(len(cand.pods)))
+        options: list[Changes] = [{cand.index: whole}]
+        seen_sizes: set[int] = set()
+        for p, pod in enumerate(cand.pods):
+            if p in taken or pod.gpus in seen_sizes:
+                continue
+            seen_sizes.add(pod.gpus)
+            more = close_gang(cand, taken | {p})
+            if more != whole and keeps_gang(cand, more):
+                options.append({cand.index: more})
+        return options
+
+    # -- state ---------------------------------------------------------------
+
+    def _free(self, state: State, node: str) -> int:
+        return state.free.get(node, self.s.node_free[node])
+
+    def _delta(self, state: State, changes: Changes) -> DeltaCost:
+        protected, lost, victims, weight = 0, 0.0, 0, 0.0
+        for c, new in changes.items():
+            cand = self.s.candidates[c]
+            old = state.evicted.get(c, frozenset())
+            lost += sum(cand.pods[p].gpus for p in new - old) * cand.lost_per_gpu_s
+            if not old:
+                victims += 1
+                weight += cand.w_eff
+                protected += c in self.protected
+        return (protected, lost, victims, weight)
+
+    def _names(self, changes: Changes) -> tuple[str, ...]:
+        return tuple(
+            sorted(self.s.candidates[c].pods[p].name for c, pods in changes.items() for p in pods)
+        )
+
+    def _evict(self, state: State, changes: Changes) -> State:
+        evicted = dict(state.evicted)
+        free = dict(state.free)
+        by_queue = dict(state.evicted_by_queue)
+        protected, lost, victims, weight = self._delta(state, changes)
+        for c, new in changes.items():
+            cand = self.s.candidates[c]
+            for p in new - evicted.get(c, frozenset()):
+                pod = cand.pods[p]
+                free[pod.node] = free.get(pod.node, self.s.node_free[pod.node]) + pod.gpus
+                by_queue[cand.queue] = by_queue.get(cand.queue, 0) + pod.gpus
+            evicted[c] = new
+        return replace(
+            state,
+            evicted=evicted,
+            free=free,
+            evicted_by_queue=by_queue,
+            protected=state.protected + protected,
+            lost=state.lost + lost,
+            victims=state.victims + victims,
+            weight=state.weight + weight,
+        )
+
+    def _reclaimed_from(self, state: State) -> set[str]:
+        return {
+            self.s.candidates[c].queue
+            for c, pods in state.evicted.items()
+            if pods and not self.s.candidates[c].same_queue
+        }
+
+    def _broken(self, state: State) -> bool:
+        """A rule that more evictions cannot repair is already broken."""
+        reclaimed = self._reclaimed_from(state)
+        if not reclaimed:
+            return False
+        return any(not v.repairable for v in violations(self.s, state.evicted_by_queue, reclaimed))
+
+    def _dominated(self, state: State) -> bool:
+        """The branch cannot beat the best plan: its partial cost is already higher."""
+        if self.best is None:
+            return False
+        best = self.best.cost
+        if state.protected != best.protected:
+            return state.protected > best.protected
+        slack = 1e-9 * max(1.0, abs(best.lost_gpu_seconds))
+        if state.lost > best.lost_gpu_seconds + slack:
+            return True
+        if state.lost < best.lost_gpu_seconds - slack:
+            return False
+        return state.victims > best.victim_jobs
+
+    # -- leaves --------------------------------------------------------------
+
+    def _leaf(self, state: State) -> None:
+        evicted = {c: pods for c, pods in state.evicted.items() if pods}
+        placement: dict[str, str] | None = dict(state.placement)
+        assert placement is not None
+        reduced = True
+        while reduced:
+            reduced = False
+            for c in sorted(evicted, key=lambda c: self.s.candidates[c].name):
+                for smaller in reprieves(self.s.candidates[c], evicted[c]):
+                    trial = dict(evicted)
+                    if smaller:
+                        trial[c] = smaller
+                    else:
+                        del trial[c]
+                    fits = self._feasible(trial, placement)
+                    if fits is not None:
+                        evicted, placement, reduced = trial, fits, True
+                        break
+                if reduced or self.budget.exhausted:
+                    break
+        cost = cost_of(self.s, evicted, self.protected)
+        if self.best is None or cost < self.best.cost:
+            self.best = Found(cost, evicted, placement)
+
+    def _feasible(
+        self, evicted: Mapping[int, frozenset[int]], placement: Mapping[str, str]
+    ) -> dict[str, str] | None:
+        """The placement under ``evicted`` if the plan is valid, else None."""
+        by_queue: dict[str, int] = {}
+        freed: dict[str, int] = {}
+        reclaimed: set[str] = set()
+        for c, pods in evicted.items():
+            cand = self.s.candidates[c]
+            if not cand.same_queue:
+                reclaimed.add(cand.queue)
+            for p in pods:
+                pod = cand.pods[p]
+                by_queue[cand.queue] = by_queue.get(cand.queue, 0) + pod.gpus
+                freed[pod.node] = freed.get(pod.node, 0) + pod.gpus
+        if violations(self.s, by_queue, reclaimed):
+            return None
+        return pack(
+            self.s,
+            self.s.to_place,
+            lambda n: self.s.node_free[n] + freed.get(n, 0),
+            self.budget.tick,
+            fixed=placement,
+        )

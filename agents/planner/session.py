@@ -1,0 +1,184 @@
+"""PlanningSession: read-only indexes over one snapshot, like a Volcano session.
+
+Built once per plan; every rule and the search read it and never change it.
+Jobs, pods and nodes are referred to by small integers so that the search's
+inner loops stay cheap, and every list is in a fixed order (names sorted), so
+that the plan is a function of the snapshot alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from gpuyield.agents.planner.hierarchy import QueueTree
+from gpuyield.agents.planner.weights import (
+    effective_weight,
+    lost_seconds_per_gpu,
+    preemptor_weight,
+)
+from gpuyield.schemas import Job, Pod, Snapshot
+
+
+class UnknownPreemptor(ValueError):
+    """``--preemptor`` names a job that is not in the snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivePod:
+    """A pod that holds GPUs: the unit of eviction."""
+
+    name: str
+    node: str
+    gpus: int
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateFacts:
+    """What the planner knows of one job that holds GPUs and is not the preemptor."""
+
+    index: int
+    job: Job
+    pods: tuple[ActivePod, ...]  # sorted by name
+    min_running: int  # min_available: fewer running pods than this breaks the gang
+    w_eff: float
+    lost_per_gpu_s: float
+    same_queue: bool
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def queue(self) -> str:
+        return self.job.queue
+
+    @property
+    def gpus(self) -> int:
+        return sum(p.gpus for p in self.pods)
+
+    @property
+    def surplus(self) -> int:
+        """Pods that may go one by one: those above min_available (rule 4)."""
+        return max(0, len(self.pods) - self.min_running)
+
+
+@dataclass(frozen=True, slots=True)
+class PodToPlace:
+    name: str
+    gpus: int
+
+
+@dataclass(frozen=True)
+class PlanningSession:
+    """Everything the rules and the search read, computed once."""
+
+    snapshot: Snapshot
+    preemptor: Job | None
+    preemptor_w: float
+    to_place: tuple[PodToPlace, ...]  # largest first, then by name
+    tree: QueueTree
+    usage: Mapping[str, int]  # GPUs held in each queue's subtree, before the plan
+    node_names: tuple[str, ...]  # sorted
+    node_gpus: Mapping[str, int]
+    node_free: Mapping[str, int]
+    node_schedulable: Mapping[str, bool]
+    node_group: Mapping[str, str]  # rack, else NVLink domain, else the node itself
+    candidates: tuple[CandidateFacts, ...]  # sorted by job name
+    extra: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def now(self) -> float:
+        return self.snapshot.now
+
+    @property
+    def queue(self) -> str:
+        assert self.preemptor is not None
+        return self.preemptor.queue
+
+    @classmethod
+    def open(cls, snapshot: Snapshot, preemptor: str | None = None) -> PlanningSession:
+        job = choose_preemptor(snapshot, preemptor)
+        policy = snapshot.policy
+        now = snapshot.now
+        tree = QueueTree.build(snapshot.queues)
+        usage: dict[str, int] = {q.name: 0 for q in snapshot.queues}
+        held: dict[str, int] = {}
+        for j in snapshot.jobs:
+            for pod in j.pods:
+                if pod.holds_gpus and pod.node is not None:
+                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
+                    for queue in tree.ancestors[j.queue]:
+                        usage[queue] += pod.gpus
+        nodes = sorted(snapshot.nodes, key=lambda n: n.name)
+        candidates: list[CandidateFacts] = []
+        for j in sorted(snapshot.jobs, key=lambda j: j.name):
+            if job is not None and j.name == job.name:
+                continue
+            pods = tuple(sorted(_active(j.pods), key=lambda p: p.name))
+            if not pods:
+                continue
+            candidates.append(
+                CandidateFacts(
+                    index=len(candidates),
+                    job=j,
+                    pods=pods,
+                    min_running=j.gang_min,
+                    w_eff=effective_weight(j, now, policy),
+                    lost_per_gpu_s=lost_seconds_per_gpu(j, now),
+                    same_queue=job is not None and j.queue == job.queue,
+                )
+            )
+        to_place: tuple[PodToPlace, ...] = ()
+        if job is not None:
+            waiting = [p for p in job.pods if p.node is None and p.phase not in _DONE]
+            to_place = tuple(
+                PodToPlace(p.name, p.gpus) for p in sorted(waiting, key=lambda p: (-p.gpus, p.name))
+            )
+        return cls(
+            snapshot=snapshot,
+            preemptor=job,
+            preemptor_w=preemptor_weight(job, now, policy) if job is not None else 0.0,
+            to_place=to_place,
+            tree=tree,
+            usage=usage,
+            node_names=tuple(n.name for n in nodes),
+            node_gpus={n.name: n.gpus for n in nodes},
+            node_free={n.name: n.gpus - held.get(n.name, 0) for n in nodes},
+            node_schedulable={n.name: n.schedulable for n in nodes},
+            node_group={
+                n.name: n.topology.rack or n.topology.nvlink_domain or n.name for n in nodes
+            },
+            candidates=tuple(candidates),
+        )
+
+
+_DONE = ("Succeeded", "Failed")
+
+
+def _active(pods: tuple[Pod, ...]) -> list[ActivePod]:
+    return [ActivePod(p.name, p.node, p.gpus) for p in pods if p.holds_gpus and p.node is not None]
+
+
+def choose_preemptor(snapshot: Snapshot, name: str | None) -> Job | None:
+    """The named job, or the pending job with the highest priority.
+
+    Ties: earliest ``submitted_at`` (unknown counts as latest), then name.
+    """
+    if name is not None:
+        job = snapshot.job(name)
+        if job is None:
+            raise UnknownPreemptor(f"preemptor: unknown job '{name}'")
+        return job
+    pending = [j for j in snapshot.jobs if j.state == "Pending"]
+    if not pending:
+        return None
+    return min(
+        pending,
+        key=lambda j: (
+            -j.priority,
+            j.submitted_at is None,
+            j.submitted_at if j.submitted_at is not None else 0.0,
+            j.name,
+        ),
+    )

@@ -1,0 +1,97 @@
+"""The ``gpuyield`` command: one sub-command per capability.
+
+Every command turns bad input into exit status 2 and one line on stderr that
+names what is wrong; a Python traceback reaching a user is a bug.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.cli_render import explain_table
+from gpuyield.schemas import InputError, Snapshot, load_snapshot
+from gpuyield.schemas.export import write_schemas
+
+app = typer.Typer(
+    name="gpuyield",
+    help="Graceful, gang- and checkpoint-aware preemption for shared GPU clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def fail(message: str) -> NoReturn:
+    """Exit 2 with one line on stderr and nothing on stdout."""
+    sys.stderr.write(f"gpuyield: {message}\n")
+    raise typer.Exit(2)
+
+
+def read_snapshot(source: str) -> Snapshot:
+    if source == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        path = Path(source)
+        name = source
+        if not path.exists():
+            fail(f"{source}: no such file")
+        if path.is_dir():
+            fail(f"{source}: is a directory, expected a JSON snapshot")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{source}: cannot be read: {exc}")
+    try:
+        return load_snapshot(text, name)
+    except InputError as exc:
+        fail(str(exc))
+
+
+@app.command("plan")
+def plan_command(
+    snapshot: Annotated[str, typer.Argument(help="Snapshot JSON file, or - for standard input.")],
+    preemptor: Annotated[
+        str | None,
+        typer.Option(help="The job to make room for (default: highest-priority pending job)."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Print a readable table instead of the plan JSON.")
+    ] = False,
+    budget: Annotated[
+        int | None, typer.Option(min=1, help="Search steps (default: the planner's).")
+    ] = None,
+) -> None:
+    """Plan which pods to evict so the preemptor fits (format v1, byte-identical per input)."""
+    snap = read_snapshot(snapshot)
+    try:
+        result = plan(snap, preemptor, budget=budget)
+    except UnknownPreemptor as exc:
+        fail(str(exc))
+    if explain:
+        explain_table(Console(width=max(Console().width, 140)), snap, result)
+    else:
+        sys.stdout.write(result.model_dump_json(exclude={"candidates"}, indent=2) + "\n")
+
+
+@app.command("schemas")
+def schemas_command(
+    out: Annotated[Path, typer.Option(help="Directory to write the JSON Schemas into.")],
+) -> None:
+    """Write the JSON Schema of every wire model (snapshot, plan, ...)."""
+    try:
+        written = write_schemas(out)
+    except OSError as exc:
+        fail(f"{out}: cannot write schemas: {exc}")
+    for path in written:
+        typer.echo(str(path))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

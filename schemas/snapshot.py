@@ -1,0 +1,239 @@
+"""Cluster snapshot, format v1: the planner's input (../shared/spec/plan-contract.md).
+
+One instant of the cluster: nodes, queues, jobs with their pods, and the
+policy knobs. Besides field types, the snapshot checks what pydantic cannot
+see field by field (a pod on a node that does not exist, a job in an unknown
+queue, a node holding more GPUs than it has), so that every consumer can rely
+on a snapshot being internally consistent. Each such error names the path of
+the offending field, e.g. ``jobs[3].pods[0].node: unknown node 'n9'``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from gpuyield.schemas.base import WireModel
+
+Name = Field(min_length=1, max_length=253)
+
+
+class PodPhase(StrEnum):
+    """The Kubernetes pod phase."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class JobState(StrEnum):
+    """What the job is doing now, as the planner needs to know it."""
+
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUSPENDED = "Suspended"
+
+
+class Policy(WireModel):
+    """Planner knobs; every key is optional (contract, precise reading 1)."""
+
+    alpha: float = Field(150.0, description="Weight of ln(1 + run hours) in W_eff.")
+    beta: float = Field(800.0, description="Weight of progress squared in W_eff.")
+    cooldown_s: float = Field(
+        600.0, ge=0, description="A job that started or resumed less than this long ago is spared."
+    )
+    max_evictions: int = Field(
+        3, ge=0, description="Evictions inside the window at which a job is no longer a victim."
+    )
+    eviction_window_s: float = Field(86400.0, ge=0, description="Window for max_evictions.")
+    grace_s: float = Field(120.0, ge=0, description="Graceful-yield deadline written into plans.")
+
+
+class Topology(WireModel):
+    """Where a node sits; used to keep a gang's pods close when costs tie."""
+
+    nvlink_domain: str | None = None
+    rack: str | None = None
+
+
+class Node(WireModel):
+    """A GPU node."""
+
+    name: str = Name
+    gpus: int = Field(ge=0)
+    topology: Topology = Topology()
+    schedulable: bool = True
+
+
+class GpuAmount(WireModel):
+    """A quantity of GPUs for a guarantee (absent means 0)."""
+
+    gpu: int = Field(0, ge=0)
+
+
+class GpuLimit(WireModel):
+    """A GPU limit for a capability (absent means unlimited)."""
+
+    gpu: int | None = Field(None, ge=0)
+
+
+class Queue(WireModel):
+    """A Volcano queue; ``parent`` builds hierarchical queues."""
+
+    name: str = Name
+    weight: float = Field(1.0, ge=0)
+    guarantee: GpuAmount = GpuAmount()
+    capability: GpuLimit = GpuLimit()
+    reclaimable: bool = True
+    parent: str | None = None
+
+
+class Pod(WireModel):
+    """One pod of a job; it never spans nodes."""
+
+    name: str = Name
+    gpus: int = Field(ge=0)
+    node: str | None = None
+    phase: PodPhase = PodPhase.RUNNING
+
+    @property
+    def holds_gpus(self) -> bool:
+        """Contract, precise reading 8: placed and not finished."""
+        return self.node is not None and self.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+class Job(WireModel):
+    """A Volcano job (one PodGroup) and what gpuyield knows of its progress."""
+
+    name: str = Name
+    queue: str = Name
+    priority: float
+    state: JobState
+    pods: tuple[Pod, ...]
+    min_available: int | None = Field(None, ge=0)
+    preemptable: bool = True
+    submitted_at: float | None = None
+    started_at: float | None = None
+    progress: float = Field(0.0, ge=0, le=1)
+    last_checkpoint_at: float | None = None
+    evictions: tuple[float, ...] = ()
+
+    @property
+    def gang_min(self) -> int:
+        """``min_available``, defaulting to the number of pods."""
+        return len(self.pods) if self.min_available is None else self.min_available
+
+
+class Snapshot(WireModel):
+    """The cluster at one instant; the same snapshot always gives the same plan."""
+
+    version: Literal[1]
+    now: float
+    policy: Policy = Policy()
+    nodes: tuple[Node, ...]
+    queues: tuple[Queue, ...]
+    jobs: tuple[Job, ...]
+
+    @model_validator(mode="after")
+    def _references_are_consistent(self) -> Snapshot:
+        problem = _first_reference_problem(self)
+        if problem is not None:
+            raise PydanticCustomError("reference", problem)
+        return self
+
+    def job(self, name: str) -> Job | None:
+        """The job called ``name``, if any."""
+        for job in self.jobs:
+            if job.name == name:
+                return job
+        return None
+
+
+def _duplicate(kind: str, names: list[tuple[str, str]]) -> str | None:
+    seen: set[str] = set()
+    for path, name in names:
+        if name in seen:
+            return f"{path}: duplicate {kind} name '{name}'"
+        seen.add(name)
+    return None
+
+
+def _first_reference_problem(snap: Snapshot) -> str | None:
+    """The first cross-reference error, as ``path: what is wrong``, or None."""
+    pods = [
+        (f"jobs[{j}].pods[{p}].name", pod.name)
+        for j, job in enumerate(snap.jobs)
+        for p, pod in enumerate(job.pods)
+    ]
+    for problem in (
+        _duplicate("node", [(f"nodes[{i}].name", n.name) for i, n in enumerate(snap.nodes)]),
+        _duplicate("queue", [(f"queues[{i}].name", q.name) for i, q in enumerate(snap.queues)]),
+        _duplicate("job", [(f"jobs[{i}].name", j.name) for i, j in enumerate(snap.jobs)]),
+        _duplicate("pod", pods),
+        _queue_problem(snap),
+        _job_problem(snap),
+        _node_problem(snap),
+    ):
+        if problem is not None:
+            return problem
+    return None
+
+
+def _queue_problem(snap: Snapshot) -> str | None:
+    parents = {q.name: q.parent for q in snap.queues}
+    for i, queue in enumerate(snap.queues):
+        cap = queue.capability.gpu
+        if cap is not None and cap < queue.guarantee.gpu:
+            return (
+                f"queues[{i}].capability.gpu: {cap} is below the queue's guarantee "
+                f"of {queue.guarantee.gpu} GPUs"
+            )
+        if queue.parent is None:
+            continue
+        if queue.parent not in parents:
+            return f"queues[{i}].parent: unknown queue '{queue.parent}'"
+        chain = [queue.name]
+        cursor: str | None = queue.parent
+        while cursor is not None:
+            chain.append(cursor)
+            if cursor == queue.name:
+                return f"queues[{i}].parent: queues form a cycle: {' -> '.join(chain)}"
+            cursor = parents.get(cursor)
+    return None
+
+
+def _job_problem(snap: Snapshot) -> str | None:
+    queues = {q.name for q in snap.queues}
+    nodes = {n.name for n in snap.nodes}
+    for j, job in enumerate(snap.jobs):
+        if job.queue not in queues:
+            return f"jobs[{j}].queue: unknown queue '{job.queue}'"
+        if job.min_available is not None and job.min_available > len(job.pods):
+            return (
+                f"jobs[{j}].min_available: {job.min_available} is more than the job's "
+                f"{len(job.pods)} pods"
+            )
+        for p, pod in enumerate(job.pods):
+            if pod.node is not None and pod.node not in nodes:
+                return f"jobs[{j}].pods[{p}].node: unknown node '{pod.node}'"
+    return None
+
+
+def _node_problem(snap: Snapshot) -> str | None:
+    held: dict[str, int] = {}
+    for job in snap.jobs:
+        for pod in job.pods:
+            if pod.holds_gpus and pod.node is not None:
+                held[pod.node] = held.get(pod.node, 0) + pod.gpus
+    for i, node in enumerate(snap.nodes):
+        if held.get(node.name, 0) > node.gpus:
+            return (
+                f"nodes[{i}].gpus: pods on node '{node.name}' hold {held[node.name]} GPUs, "
+                f"more than its {node.gpus}"
+            )
+    return None
