@@ -41,7 +41,7 @@ from gpuyield.schemas.snapshot import GpuAmount, GpuLimit, JobState, PodPhase, T
 NOW = 1_764_000_000.0
 GPUS_PER_NODE = 8
 NODES_PER_RACK = 8
-PREEMPTOR = "prod-urgent-0000"
+PREEMPTOR = "urgent-gang"
 
 HOUR = 3600
 
@@ -140,7 +140,7 @@ def _draw_shape(rng: random.Random, max_gpus: int) -> _Shape:
 def _queues(rng: random.Random, total: int, hierarchical: bool) -> list[_QueueSpec]:
     specs = [
         _QueueSpec("production-core", "prod", 80, 0.40, 0.60, False, (400, 1500)),
-        _QueueSpec("research-elastic", "res", 20, 0.15, 0.50, True, (100, 900)),
+        _QueueSpec("research-elastic", "res", 20, 0.15, 0.50, True, (100, 1200)),
         _QueueSpec("shared", "shr", 10, 0.10, None, True, (0, 500)),
     ]
     if hierarchical:
@@ -206,10 +206,11 @@ def _pod_names(job: str, count: int) -> list[str]:
 
 
 def _preemptor_shape(rng: random.Random, nodes: int) -> _Shape:
-    if rng.random() < 0.6:
+    """A gang of 1-8 whole-node pods (60%) or 1-4 smaller pods, scaled down on tiny clusters."""
+    if rng.random() < (0.6 if nodes >= 8 else 0.4):
         big = max(1, min(8, nodes // 4))
         return _Shape(8, rng.randint(1, big), kind="urgent")
-    return _Shape(rng.choice([1, 2, 4]), rng.randint(1, 4), kind="urgent")
+    return _Shape(rng.choice([1, 2, 4]), rng.randint(1, 4 if nodes >= 8 else 2), kind="urgent")
 
 
 def _fits_without_evictions(free: list[int], schedulable: list[bool], pod_gpus: list[int]) -> bool:
@@ -268,7 +269,7 @@ def make_cluster(
     )
     job_specs = [s for s in specs if s.holds_jobs]
     # Each queue's share of the used GPUs, drawn per cluster.
-    prod = rng.uniform(0.30, 0.52)
+    prod = rng.uniform(0.25, 0.48)
     res = rng.uniform(0.18, 0.36)
     shares = {"production-core": prod, "research-elastic": res}
     rest = [s.name for s in job_specs if s.name not in shares]
@@ -278,6 +279,12 @@ def make_cluster(
     usage = dict.fromkeys(target, 0)
 
     preemptor = _preemptor_shape(rng, nodes)
+    # Mostly production; sometimes another queue's urgent job (same-queue preemption in a
+    # reclaimable queue, reclaim up a hierarchy).
+    preemptor_queue = "production-core"
+    if rng.random() < 0.15:
+        preemptor_queue = rng.choice([s.name for s in job_specs if s.name != preemptor_queue])
+    top = rng.randint(1000, 2000)  # the preemptor's priority, the highest of the pending jobs
     # Occasionally the preemptor already runs part of its gang (contract decision 5).
     pre_placed: list[int] = []
     if preemptor.pods > 1 and rng.random() < 0.08:
@@ -333,7 +340,7 @@ def make_cluster(
                 {
                     "name": name,
                     "queue": spec.name,
-                    "priority": rng.randint(lo, hi),
+                    "priority": min(rng.randint(lo, hi), top - 1) if half_placed else rng.randint(lo, hi),
                     "state": state,
                     "pods": pods,
                     "min_available": shape.min_available,
@@ -352,7 +359,7 @@ def make_cluster(
             Job(
                 name=name,
                 queue=spec.name,
-                priority=rng.randint(*spec.priority),
+                priority=min(rng.randint(*spec.priority), top - 1),
                 state=JobState.PENDING,
                 pods=tuple(
                     Pod(name=n, gpus=shape.pod_gpus, node=None, phase=PodPhase.PENDING)
@@ -388,8 +395,8 @@ def make_cluster(
     jobs.append(
         Job(
             name=PREEMPTOR,
-            queue="production-core",
-            priority=rng.randint(1600, 2600),
+            queue=preemptor_queue,
+            priority=top,
             state=JobState.PENDING,
             pods=tuple(pods),
             submitted_at=NOW - rng.randint(1, 600),

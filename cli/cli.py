@@ -70,7 +70,7 @@ def plan_command(
     """Plan which pods to evict so the preemptor fits (format v1, byte-identical per input)."""
     snap = read_snapshot(snapshot)
     try:
-        result = plan(snap, preemptor, budget=budget)
+        result = plan(snap, preemptor, budget=budget, explain=explain)
     except UnknownPreemptor as exc:
         fail(str(exc))
     if explain:

@@ -13,7 +13,7 @@ and ``search`` combines them under the lexicographic objective.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from gpuyield.agents.planner.eligibility import DEFAULT_RULES
 from gpuyield.agents.planner.explain import describe_candidates, describe_victim, rule_verdicts
@@ -22,7 +22,7 @@ from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.search import Budget, Found, Search
 from gpuyield.agents.planner.session import PlanningSession, UnknownPreemptor
 from gpuyield.agents.planner.weights import effective_weight, lost_seconds_per_gpu
-from gpuyield.schemas import Action, Objective, Plan, SearchStats, Snapshot
+from gpuyield.schemas import Action, Candidate, Objective, Plan, SearchStats, Snapshot
 
 DEFAULT_BUDGET = 20_000
 """Search steps per plan. Small clusters finish far below it (the plan is then
@@ -47,9 +47,12 @@ def plan(
     *,
     budget: int | None = None,
     rules: Sequence[Rule] = DEFAULT_RULES,
+    explain: bool = False,
 ) -> Plan:
     """The cheapest valid plan that makes room for ``preemptor`` (default: contract's choice).
 
+    With ``explain``, the plan also lists every candidate job with each rule's
+    verdict (``Plan.candidates``), for ``--explain`` and decision records.
     Raises UnknownPreemptor when ``preemptor`` names no job of the snapshot.
     """
     session = PlanningSession.open(snapshot, preemptor)
@@ -61,14 +64,21 @@ def plan(
             feasible=True,
             explanation=("no pending job in the snapshot: nothing to plan",),
         )
-    verdicts = {
-        cand.index: rule_verdicts(
-            [(rule.name, v) for rule in rules if (v := rule.judge(session, cand)) is not None]
-        )
+    judged = {
+        cand.index: [
+            (rule.name, v) for rule in rules if (v := rule.judge(session, cand)) is not None
+        ]
         for cand in session.candidates
     }
-    eligible = [i for i, vs in verdicts.items() if all(v.allowed for v in vs)]
-    protected = frozenset(i for i in eligible if any(v.protected for v in verdicts[i]))
+
+    def candidates(evicted: Mapping[int, frozenset[int]]) -> tuple[Candidate, ...]:
+        if not explain:
+            return ()
+        verdicts = {i: rule_verdicts(named) for i, named in judged.items()}
+        return describe_candidates(session, verdicts, evicted)
+
+    eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
+    protected = frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
     needed = sum(p.gpus for p in session.to_place)
     header = (
         f"preemptor '{job.name}' (queue '{job.queue}', weight {session.preemptor_w:.1f}) "
@@ -81,7 +91,7 @@ def plan(
             action=Action.NONE,
             feasible=True,
             explanation=(header, "no pod waits for a node: nothing to place"),
-            candidates=describe_candidates(session, verdicts, {}),
+            candidates=candidates({}),
         )
     limit = DEFAULT_BUDGET if budget is None else budget
     counter = Budget(limit)
@@ -101,16 +111,18 @@ def plan(
             feasible=False,
             explanation=(header, _why_infeasible(session, eligible, counter), search_line),
             search=stats,
-            candidates=describe_candidates(session, verdicts, {}),
+            candidates=candidates({}),
         )
-    return _feasible_plan(session, found, protected, verdicts, header, search_line, stats)
+    return _feasible_plan(
+        session, found, protected, candidates(found.evicted), header, search_line, stats
+    )
 
 
 def _feasible_plan(
     session: PlanningSession,
     found: Found,
     protected: frozenset[int],
-    verdicts: dict[int, tuple],  # type: ignore[type-arg]
+    candidates: tuple[Candidate, ...],
     header: str,
     search_line: str,
     stats: SearchStats,
@@ -153,7 +165,7 @@ def _feasible_plan(
             victim_weight=cost.victim_weight,
         ),
         search=stats,
-        candidates=describe_candidates(session, verdicts, found.evicted),
+        candidates=candidates,
     )
 
 

@@ -35,9 +35,9 @@ class InCooldown:
         age = session.now - started
         if age < cooldown:
             return Verdict(
-                False, f"in cooldown: started {age:.0f} s ago, cooldown is {cooldown:.0f} s"
+                False, "in cooldown: started {:.0f} s ago, cooldown is {:.0f} s", (age, cooldown)
             )
-        return Verdict(True, f"started {age:.0f} s ago, past its {cooldown:.0f} s cooldown")
+        return Verdict(True, "started {:.0f} s ago, past its {:.0f} s cooldown", (age, cooldown))
 
 
 class AtEvictionLimit:
@@ -52,10 +52,10 @@ class AtEvictionLimit:
         if recent >= policy.max_evictions:
             return Verdict(
                 False,
-                f"at its eviction limit: evicted {recent} times in the last {window:.0f} s "
-                f"(limit {policy.max_evictions})",
+                "at its eviction limit: evicted {} times in the last {:.0f} s (limit {})",
+                (recent, window, policy.max_evictions),
             )
-        return Verdict(True, f"evicted {recent} of {policy.max_evictions} times in the window")
+        return Verdict(True, "evicted {} of {} times in the window", (recent, policy.max_evictions))
 
 
 class WeightWithinQueue:
@@ -68,8 +68,10 @@ class WeightWithinQueue:
             return None
         mine, theirs = session.preemptor_w, candidate.w_eff
         if theirs < mine:
-            return Verdict(True, f"W_eff {theirs:.1f} < preemptor's {mine:.1f}")
-        return Verdict(False, f"W_eff {theirs:.1f} >= preemptor's {mine:.1f} in the same queue")
+            return Verdict(True, "W_eff {:.1f} < preemptor's {:.1f}", (theirs, mine))
+        return Verdict(
+            False, "W_eff {:.1f} >= preemptor's {:.1f} in the same queue", (theirs, mine)
+        )
 
 
 class ReclaimAcrossQueues:
@@ -91,28 +93,33 @@ class ReclaimAcrossQueues:
         tree, mine, theirs = session.tree, session.queue, candidate.queue
         if tree.related(mine, theirs):
             return Verdict(
-                False, f"queue '{theirs}' is an ancestor or descendant of '{mine}': never reclaimed"
+                False,
+                "queue '{}' is an ancestor or descendant of '{}': never reclaimed",
+                (theirs, mine),
             )
         top = tree.lowest_common_ancestor(mine, theirs)
         for queue in tree.branch_below(theirs, top):
             if not tree.queues[queue].reclaimable:
-                return Verdict(False, f"queue '{queue}' is not reclaimable")
+                return Verdict(False, "queue '{}' is not reclaimable", (queue,))
             used, guaranteed = session.usage[queue], tree.guarantee(queue)
             if used <= guaranteed:
                 return Verdict(
-                    False, f"queue '{queue}' uses {used} GPUs, within its guarantee of {guaranteed}"
+                    False,
+                    "queue '{}' uses {} GPUs, within its guarantee of {}",
+                    (queue, used, guaranteed),
                 )
         if candidate.w_eff >= session.preemptor_w:
             return Verdict(
                 True,
-                f"protected: W_eff {candidate.w_eff:.1f} >= preemptor's "
-                f"{session.preemptor_w:.1f}, taken only if no plan without it exists",
+                "protected: W_eff {:.1f} >= preemptor's {:.1f}, "
+                "taken only if no plan without it exists",
+                (candidate.w_eff, session.preemptor_w),
                 protected=True,
             )
         return Verdict(
             True,
-            f"reclaimable from '{theirs}' (W_eff {candidate.w_eff:.1f} < "
-            f"{session.preemptor_w:.1f})",
+            "reclaimable from '{}' (W_eff {:.1f} < {:.1f})",
+            (theirs, candidate.w_eff, session.preemptor_w),
         )
 
 

@@ -17,11 +17,21 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One rule's answer about one candidate victim."""
+    """One rule's answer about one candidate victim.
+
+    The reason is kept as a template and its values and only formatted when
+    someone reads it: a 1000-node plan judges thousands of candidates and
+    prints none of them unless asked to explain.
+    """
 
     allowed: bool
-    reason: str
+    template: str
+    values: tuple[object, ...] = ()
     protected: bool = False
+
+    @property
+    def reason(self) -> str:
+        return self.template.format(*self.values)
 
 
 class Rule(Protocol):

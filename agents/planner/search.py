@@ -23,8 +23,9 @@ the best plan found so far is returned and ``exhausted`` says so.
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
@@ -108,6 +109,14 @@ class Search:
             node: tuple(_Group(c, g, tuple(pods)) for (c, g), pods in sorted(by.items()))
             for node, by in groups.items()
         }
+        # Per node: (0 if any candidate pod there is unprotected else 1, lowest loss rate).
+        self.node_bound = {
+            node: (
+                min(1 if g.candidate in protected else 0 for g in gs),
+                min(session.candidates[g.candidate].lost_per_gpu_s for g in gs),
+            )
+            for node, gs in self.groups.items()
+        }
 
     # -- driving -------------------------------------------------------------
 
@@ -170,13 +179,22 @@ class Search:
 
     # -- children --------------------------------------------------------------
 
-    def _children(self, state: State, i: int) -> list[tuple[Changes, str, int]]:
+    def _children(self, state: State, i: int) -> Iterator[tuple[Changes, str, int]]:
+        """Placements of pod ``i``, cheapest first, evaluated lazily.
+
+        Each node gets a lower bound first (the GPUs it lacks times the lowest
+        loss rate among its candidate pods); nodes are evaluated in that order,
+        and an evaluated child is handed out once no unevaluated node could
+        beat it. Nodes whose bound is already worse than the best plan are
+        never evaluated.
+        """
         s, pod = self.s, self.s.to_place[i]
         first = 0
         if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
             first = state.last_node  # identical pods go to nodes in order: no mirror plans
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
-        ranked: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], Changes, int]] = []
+        bounds: list[tuple[int, float, int]] = []
+        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
         idle_seen: set[tuple[int, int, bool]] = set()
         for node_i in range(first, len(s.node_names)):
             node = s.node_names[node_i]
@@ -191,19 +209,43 @@ class Search:
                     if twin in idle_seen:
                         continue
                     idle_seen.add(twin)
-                ranked.append((_ZERO, fit, (), {}, node_i))
-                continue
+                ready.append((_ZERO, fit, (), node_i, {}))
+            elif node in self.groups:
+                protected, rate = self.node_bound[node]
+                bounds.append((protected, (pod.gpus - free) * rate, node_i))
+        if pod.gpus == 0:
+            ready.sort(key=lambda r: (r[0], r[1]))
+            for _, _, _, node_i, changes in ready[:1]:
+                yield changes, s.node_names[node_i], node_i
+            return
+        heapq.heapify(ready)
+        bounds.sort()
+        for protected, lost, node_i in bounds:
+            while ready and (ready[0][0][0], ready[0][0][1]) < (protected, lost):
+                _, _, _, at, changes = heapq.heappop(ready)
+                yield changes, s.node_names[at], at
+            if self._beyond_best(state, protected, lost) or self.budget.exhausted:
+                break
+            node = s.node_names[node_i]
+            free = self._free(state, node)
             for changes, freed in self._room(state, node, pod.gpus - free):
                 fit = fit_key(s, node, free + freed, pod.gpus, placed_groups)
-                ranked.append(
-                    (self._delta(state, changes), fit, self._names(changes), changes, node_i)
-                )
-            if self.budget.exhausted:
-                break
-        ranked.sort(key=lambda r: (r[0], r[1], r[2]))
-        if pod.gpus == 0 and ranked:
-            ranked = ranked[:1]  # a pod without GPUs changes nothing for the others
-        return [(changes, s.node_names[node_i], node_i) for _, _, _, changes, node_i in ranked]
+                entry = (self._delta(state, changes), fit, self._names(changes), node_i, changes)
+                heapq.heappush(ready, entry)
+        while ready:
+            _, _, _, at, changes = heapq.heappop(ready)
+            yield changes, s.node_names[at], at
+
+    def _beyond_best(self, state: State, protected: int, lost: float) -> bool:
+        """No child with this lower bound can beat the best plan found."""
+        if self.best is None:
+            return False
+        best = self.best.cost
+        slack = 1e-9 * max(1.0, abs(best.lost_gpu_seconds))
+        return (state.protected + protected, state.lost + lost - slack) > (
+            best.protected,
+            best.lost_gpu_seconds,
+        )
 
     def _room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
         """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there."""

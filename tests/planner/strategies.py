@@ -63,23 +63,47 @@ def node_lists(draw: st.DrawFn, max_nodes: int = 6) -> list[Node]:
 
 
 @st.composite
-def queue_lists(draw: st.DrawFn) -> list[Queue]:
-    """1-3 queues; a later queue sometimes has an earlier one as parent."""
-    count = draw(st.integers(1, 3))
-    names = [f"q{i}" for i in range(count)]
+def queue_shapes(draw: st.DrawFn) -> dict[str, str | None]:
+    """1-3 queue names and their parents; a later queue sometimes has an earlier parent."""
+    names = [f"q{i}" for i in range(draw(st.sampled_from([1, 2, 2, 3, 3])))]
+    return {
+        name: draw(st.sampled_from([None, None, None, *names[:i]])) if i else None
+        for i, name in enumerate(names)
+    }
+
+
+@st.composite
+def queues_around(
+    draw: st.DrawFn,
+    shape: dict[str, str | None],
+    usage: dict[str, int],
+    need: dict[str, int],
+    *,
+    lean_to_reclaim: bool = False,
+) -> list[Queue]:
+    """Queues whose guarantees and capabilities sit near their usage, where rules 3 and 5
+    change their verdict: exactly used, one GPU either side, room for the preemptor or not.
+
+    ``usage`` is each queue's usage (descendants included), ``need`` the GPUs the
+    preemptor would add to it (0 off its branch). ``lean_to_reclaim`` gives the
+    preemptor's branch room under its guarantee and the others use above theirs."""
     queues = []
-    for i, name in enumerate(names):
-        guarantee = draw(st.sampled_from([0, 0, 2, 4, 8, 16, 32]))
-        capability = draw(
-            st.sampled_from([None, None, guarantee, guarantee + 4, guarantee + 8, 32])
-        )
-        parent = draw(st.sampled_from([None, None, *names[:i]])) if i else None
+    for name, parent in shape.items():
+        used, after = usage[name], usage[name] + need[name]
+        options = [0, 0, used - 1, used, used + 1, after - 1, after, after + 4, 32]
+        if lean_to_reclaim:
+            options = [after, after + 4, 32] if need[name] else [0, used - 1, used - 2]
+        guarantee = draw(st.sampled_from(options))
+        guarantee = max(guarantee, 0)
+        capability = draw(st.sampled_from([None, None, None, after - 1, after, after + 8]))
+        if capability is not None:
+            capability = max(capability, guarantee)
         queues.append(
             a_queue(
                 name,
                 guarantee=guarantee,
                 capability=capability,
-                reclaimable=draw(st.sampled_from([True, True, True, False])),
+                reclaimable=draw(st.sampled_from([True] * 4 + [False])),
                 parent=parent,
             )
         )
@@ -159,7 +183,7 @@ def running_job(
     window = policy.eviction_window_s
     ages = st.sampled_from([0.0, 100.0, window - 1, window, window + 1, 2 * window, -10.0])
     limit = policy.max_evictions
-    count = draw(st.sampled_from([0, 0, 0, 1, limit - 1, limit, limit + 1]))
+    count = draw(st.sampled_from([0, 0, 0, 0, 0, 1, limit - 1, limit, limit + 1]))
     evictions = [now - draw(ages) for _ in range(max(count, 0))]
     state = JobState.SUSPENDED if kind == "suspended-holding" else JobState.RUNNING
     builder = (
@@ -179,8 +203,8 @@ def cases(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7) -> Case:
     """A valid snapshot with a Pending preemptor ``pre`` and up to ``max_jobs`` others."""
     policy = draw(policies())
     nodes = draw(node_lists(max_nodes))
-    queues = draw(queue_lists())
-    queue_names = [q.name for q in queues]
+    shape = draw(queue_shapes())
+    queue_names = list(shape)
     free = {n.name: n.gpus for n in nodes}
     jobs: list[Job] = []
     count = draw(st.one_of(st.integers(0, max_jobs), st.integers(max_jobs // 2, max_jobs)))
@@ -189,17 +213,23 @@ def cases(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7) -> Case:
         if job is not None:
             jobs.append(job)
 
+    largest_free = max((free[n.name] for n in nodes if n.schedulable), default=0)
+    too_big = min(largest_free + 1, 8)  # a pod that only fits after evictions, if any
+    gang_size = draw(st.sampled_from([1, 2, 2, 4, 8, too_big, too_big]))
     pre_pods: list[Pod] = []
     for i in range(draw(st.integers(1, 3))):
-        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        gpus = gang_size if draw(st.integers(0, 4)) else draw(st.sampled_from([1, 2, 4, 8]))
         node = None
         if i > 0 and draw(st.sampled_from([False] * 7 + [True])):
             node = _place(draw, free, gpus)  # a half-placed preemptor (decision 5)
         pre_pods.append(a_pod(f"{PREEMPTOR}-{i}", gpus, node))
+    busiest = max(queue_names, key=lambda q: sum(j.queue == q for j in jobs))
+    others = [q for q in queue_names if q != busiest] or queue_names
+    pre_queue = draw(st.sampled_from(queue_names + others))
     preemptor = (
         a_job(PREEMPTOR)
-        .in_queue(draw(st.sampled_from(queue_names)))
-        .priority(draw(st.sampled_from([0, 500, 1000, 1500, 3000, 3000])))
+        .in_queue(pre_queue)
+        .priority(draw(st.sampled_from([0, 500, 1000, 2000, 3000, 5000, 5000])))
         .with_pods(*pre_pods)
         .in_state(JobState.PENDING)
         .submitted(NOW - 30)
@@ -215,5 +245,24 @@ def cases(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7) -> Case:
             .build()
         )
     jobs.insert(draw(st.integers(0, len(jobs))), preemptor)
+
+    own: dict[str, int] = dict.fromkeys(queue_names, 0)
+    for job in jobs:
+        own[job.queue] += sum(p.gpus for p in job.pods if _holds(p))
+    usage = dict.fromkeys(queue_names, 0)
+    need = dict.fromkeys(queue_names, 0)
+    to_place = sum(p.gpus for p in pre_pods if p.node is None)
+    for name in queue_names:
+        cursor: str | None = name
+        while cursor is not None:
+            usage[cursor] += own[name]
+            if name == pre_queue:
+                need[cursor] += to_place
+            cursor = shape[cursor]
+    queues = draw(queues_around(shape, usage, need, lean_to_reclaim=draw(st.booleans())))
     snapshot = a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=jobs, policy=policy)
     return Case(snapshot, PREEMPTOR)
+
+
+def _holds(pod: Pod) -> bool:
+    return pod.node is not None and pod.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
