@@ -21,6 +21,7 @@ class QueueViolation:
     queue: str
     repairable: bool
     reason: str
+    excess: int  # GPUs the queue is over (repairable) or under (not repairable) its bound
 
 
 def usage_after(session: PlanningSession, evicted_by_queue: Mapping[str, int]) -> dict[str, int]:
@@ -55,6 +56,7 @@ def violations(
                         False,
                         f"reclaim would take queue '{queue}' to {after[queue]} GPUs, below its "
                         f"guarantee of {tree.guarantee(queue)}",
+                        tree.guarantee(queue) - after[queue],
                     )
                 )
         for queue in tree.branch_below(mine, top):
@@ -66,6 +68,7 @@ def violations(
                         f"queue '{queue}' would use {after[queue]} GPUs with the preemptor "
                         f"placed, above its guarantee of {tree.guarantee(queue)}: it may not "
                         f"reclaim from '{victim_queue}'",
+                        after[queue] - tree.guarantee(queue),
                     )
                 )
     for queue in tree.ancestors[mine]:
@@ -76,6 +79,7 @@ def violations(
                     queue,
                     True,
                     f"queue '{queue}' would use {after[queue]} GPUs, above its capability of {cap}",
+                    after[queue] - cap,
                 )
             )
     return hard + soft

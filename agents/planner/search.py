@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
 from gpuyield.agents.planner.objective import Cost, cost_of
 from gpuyield.agents.planner.placement import can_host, fit_key, pack
-from gpuyield.agents.planner.queues import violations
+from gpuyield.agents.planner.queues import QueueViolation, violations
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
 Changes = dict[int, frozenset[int]]
@@ -100,6 +101,12 @@ class Search:
         self.protected = protected
         self.budget = budget
         self.best: Found | None = None
+        # Repairs add victims in this order only (cheapest GPUs first), so that
+        # each set of repairs is explored once and the bound sees what is left.
+        self.repair_order = tuple(
+            sorted(self.eligible, key=lambda i: (session.candidates[i].lost_per_gpu_s, i))
+        )
+        self.repaired: dict[frozenset[tuple[int, frozenset[int]]], int] = {}
         self.node_index = {n: i for i, n in enumerate(session.node_names)}
         groups: dict[str, dict[tuple[int, int], list[int]]] = {}
         for i in self.eligible:
@@ -109,6 +116,10 @@ class Search:
             node: tuple(_Group(c, g, tuple(pods)) for (c, g), pods in sorted(by.items()))
             for node, by in groups.items()
         }
+        self.node_candidates = {
+            node: tuple(sorted({g.candidate for g in gs})) for node, gs in self.groups.items()
+        }
+        self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
         # Per node: (0 if any candidate pod there is unprotected else 1, lowest loss rate).
         self.node_bound = {
             node: (
@@ -134,7 +145,7 @@ class Search:
             if not self.budget.tick():
                 return
             child = self._evict(state, changes) if changes else state
-            if changes and (self._dominated(child) or self._broken(child)):
+            if changes and (self._dominated(child) or self._unrepairable(child)):
                 continue
             gpus = pods[i].gpus
             free = dict(child.free)
@@ -150,30 +161,35 @@ class Search:
                 return
 
     def _repair(self, state: State) -> None:
+        key = frozenset((c, pods) for c, pods in state.evicted.items() if pods)
+        if self.repaired.get(key, len(self.repair_order) + 1) <= state.repair_from:
+            return  # the same evictions, already repaired with at least these choices open
+        self.repaired[key] = state.repair_from
         found = violations(self.s, state.evicted_by_queue, self._reclaimed_from(state))
         if not found:
             self._leaf(state)
             return
         if any(not v.repairable for v in found):
             return
+        if self._beyond_best(state, 0, self._repair_bound(state, found)):
+            return
         offending = {v.queue for v in found}
         options: list[tuple[DeltaCost, int, tuple[str, ...], Changes]] = []
-        for i in self.eligible:
-            if i < state.repair_from:
-                continue
+        for rank in range(state.repair_from, len(self.repair_order)):
+            i = self.repair_order[rank]
             cand = self.s.candidates[i]
             if offending.isdisjoint(self.s.tree.ancestors[cand.queue]):
                 continue
             for changes in self._repair_options(cand, state.evicted.get(i, frozenset())):
-                options.append((self._delta(state, changes), i, self._names(changes), changes))
+                options.append((self._delta(state, changes), rank, self._names(changes), changes))
         options.sort(key=lambda o: (o[0], o[1], o[2]))
-        for _, i, _, changes in options:
+        for _, rank, _, changes in options:
             if not self.budget.tick():
                 return
             child = self._evict(state, changes)
             if self._dominated(child) or self._broken(child):
                 continue
-            self._repair(replace(child, repair_from=i))
+            self._repair(replace(child, repair_from=rank))
             if self.budget.exhausted:
                 return
 
@@ -189,6 +205,8 @@ class Search:
         never evaluated.
         """
         s, pod = self.s, self.s.to_place[i]
+        if self._beyond_best(state, 0, self._remaining_bound(state, i)):
+            return
         first = 0
         if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
             first = state.last_node  # identical pods go to nodes in order: no mirror plans
@@ -236,8 +254,49 @@ class Search:
             _, _, _, at, changes = heapq.heappop(ready)
             yield changes, s.node_names[at], at
 
+    def _remaining_bound(self, state: State, i: int) -> float:
+        """A lower bound on the lost work still needed to place pods ``i`` onwards.
+
+        For each pod size: the slots nodes already have for free cover some
+        pods; every further pod needs GPUs freed on some node, at least the
+        GPUs that node lacks times its lowest loss rate. Summing the cheapest
+        such slots never overestimates, because lost work adds up per GPU.
+        The largest bound over the sizes is returned; infinity when the pods
+        cannot fit even with every candidate evicted.
+        """
+        s = self.s
+        sizes: dict[int, int] = {}
+        for pod in s.to_place[i:]:
+            if pod.gpus:
+                sizes[pod.gpus] = sizes.get(pod.gpus, 0) + 1
+        bound = 0.0
+        for gpus, count in sizes.items():
+            free_slots = 0
+            extra: list[float] = []
+            for node in s.node_names:
+                if not can_host(s, node, gpus):
+                    continue
+                free = self._free(state, node)
+                free_slots += free // gpus
+                if free_slots >= count:
+                    break
+                if node in self.node_bound:
+                    more = s.node_gpus[node] // gpus - free // gpus
+                    lack = gpus - free % gpus
+                    extra.extend([lack * self.node_bound[node][1]] * more)
+            if free_slots >= count:
+                continue
+            short = count - free_slots
+            if len(extra) < short:
+                return math.inf
+            extra.sort()
+            bound = max(bound, sum(extra[:short]))
+        return bound
+
     def _beyond_best(self, state: State, protected: int, lost: float) -> bool:
         """No child with this lower bound can beat the best plan found."""
+        if lost == math.inf:
+            return True
         if self.best is None:
             return False
         best = self.best.cost
@@ -248,7 +307,20 @@ class Search:
         )
 
     def _room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
-        """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there."""
+        """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there.
+
+        The answer depends only on the node, the need and what is already
+        evicted of the jobs there, so it is computed once per such key.
+        """
+        on_node = self.node_candidates.get(node, ())
+        key = (node, need, tuple(state.evicted.get(c, frozenset()) for c in on_node))
+        cached = self.room_cache.get(key)
+        if cached is None:
+            cached = self._compute_room(state, node, need)
+            self.room_cache[key] = cached
+        return cached
+
+    def _compute_room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
         groups = []
         for g in self.groups.get(node, ()):
             taken = state.evicted.get(g.candidate, frozenset())
@@ -288,6 +360,37 @@ class Search:
                 solutions.append(vector)
                 out.append((changes, freed))
         return out
+
+    def _repair_bound(self, state: State, found: list[QueueViolation]) -> float:
+        """Lower bound on the lost work of repairing every violation; inf if impossible.
+
+        A queue over its bound by D GPUs needs D more GPUs evicted in its
+        subtree. Taking the D cheapest GPUs there, as if jobs could be split
+        (the fractional knapsack), never costs more than a real repair.
+        """
+        bound = 0.0
+        for violation in found:
+            offers: list[tuple[float, int]] = []
+            for i in self.repair_order[state.repair_from :]:
+                cand = self.s.candidates[i]
+                if violation.queue not in self.s.tree.ancestors[cand.queue]:
+                    continue
+                taken = state.evicted.get(i, frozenset())
+                left = sum(p.gpus for k, p in enumerate(cand.pods) if k not in taken)
+                if left:
+                    offers.append((cand.lost_per_gpu_s, left))
+            offers.sort()
+            need, lost = violation.excess, 0.0
+            for rate, gpus in offers:
+                take = min(need, gpus)
+                lost += take * rate
+                need -= take
+                if need <= 0:
+                    break
+            if need > 0:
+                return math.inf
+            bound = max(bound, lost)
+        return bound
 
     def _repair_options(self, cand: CandidateFacts, taken: frozenset[int]) -> list[Changes]:
         if is_whole(cand, taken):
@@ -355,6 +458,14 @@ class Search:
             for c, pods in state.evicted.items()
             if pods and not self.s.candidates[c].same_queue
         }
+
+    def _unrepairable(self, state: State) -> bool:
+        """Broken for good, or repairing the queues would cost more than the best plan."""
+        reclaimed = self._reclaimed_from(state)
+        found = violations(self.s, state.evicted_by_queue, reclaimed)
+        if any(not v.repairable for v in found):
+            return True
+        return bool(found) and self._beyond_best(state, 0, self._repair_bound(state, found))
 
     def _broken(self, state: State) -> bool:
         """A rule that more evictions cannot repair is already broken."""
