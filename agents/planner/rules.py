@@ -8,15 +8,13 @@ A rule that does not apply to a candidate returns None (Volcano's abstain).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """One rule's answer about one candidate victim.
 
     The reason is kept as a template and its values and only formatted when

@@ -28,6 +28,7 @@ import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
 from gpuyield.agents.planner.objective import Cost, cost_of
@@ -77,13 +78,22 @@ class Found:
     placement: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class _Group:
+class _Group(NamedTuple):
     """Pods of one candidate on one node with the same GPUs: interchangeable."""
 
     candidate: int
     gpus: int
     pods: tuple[int, ...]  # pod indexes, in name order
+
+
+@dataclass(frozen=True, slots=True)
+class _SizeTable:
+    """Per pod size, what the snapshot's free GPUs offer (before any eviction)."""
+
+    ready: tuple[int, ...]  # nodes (index) that host such a pod as they are
+    bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
+    free_slots: int  # such pods that fit as the nodes are
+    extra: tuple[tuple[float, str], ...]  # (lost bound of one more slot, node), sorted
 
 
 class Search:
@@ -128,6 +138,31 @@ class Search:
             )
             for node, gs in self.groups.items()
         }
+        self.tables = {size: self._size_table(size) for size in {p.gpus for p in session.to_place}}
+
+    def _size_table(self, gpus: int) -> _SizeTable:
+        s = self.s
+        ready: list[int] = []
+        bounds: list[tuple[int, float, int]] = []
+        extra: list[tuple[float, str]] = []
+        slots = 0
+        for node_i, node in enumerate(s.node_names):
+            if not can_host(s, node, gpus):
+                continue
+            free = s.node_free[node]
+            if gpus == 0:
+                ready.append(node_i)
+                continue
+            slots += free // gpus
+            if free >= gpus:
+                ready.append(node_i)
+            if node in self.node_bound:
+                protected, rate = self.node_bound[node]
+                if free < gpus:
+                    bounds.append((protected, (gpus - free) * rate, node_i))
+                more = s.node_gpus[node] // gpus - free // gpus
+                extra.extend([((gpus - free % gpus) * rate, node)] * more)
+        return _SizeTable(tuple(ready), tuple(sorted(bounds)), slots, tuple(sorted(extra)))
 
     # -- driving -------------------------------------------------------------
 
@@ -157,7 +192,7 @@ class Search:
                 last_node=node_i,
             )
             self._place(child, i + 1)
-            if self.budget.exhausted:
+            if self.budget.exhausted or self._dominated(state):
                 return
 
     def _repair(self, state: State) -> None:
@@ -190,7 +225,7 @@ class Search:
             if self._dominated(child) or self._broken(child):
                 continue
             self._repair(replace(child, repair_from=rank))
-            if self.budget.exhausted:
+            if self.budget.exhausted or self._dominated(state):
                 return
 
     # -- children --------------------------------------------------------------
@@ -202,7 +237,9 @@ class Search:
         loss rate among its candidate pods); nodes are evaluated in that order,
         and an evaluated child is handed out once no unevaluated node could
         beat it. Nodes whose bound is already worse than the best plan are
-        never evaluated.
+        never evaluated. Per-node facts are precomputed for the snapshot's
+        free GPUs (``_SizeTable``); only nodes whose free GPUs changed on this
+        branch are looked at again.
         """
         s, pod = self.s, self.s.to_place[i]
         if self._beyond_best(state, 0, self._remaining_bound(state, i)):
@@ -210,49 +247,58 @@ class Search:
         first = 0
         if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
             first = state.last_node  # identical pods go to nodes in order: no mirror plans
+        gpus, table, changed = pod.gpus, self.tables[pod.gpus], state.free
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
-        bounds: list[tuple[int, float, int]] = []
+        names, node_gpus, group_of = s.node_names, s.node_gpus, s.node_group
         ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
         idle_seen: set[tuple[int, int, bool]] = set()
-        for node_i in range(first, len(s.node_names)):
-            node = s.node_names[node_i]
-            if not can_host(s, node, pod.gpus):
+
+        def offer(node_i: int, free: int) -> None:
+            node = names[node_i]
+            near = group_of[node] in placed_groups
+            if node not in self.groups:
+                # Nodes with no candidate pods and the same room are interchangeable.
+                twin = (free, node_gpus[node], near)
+                if twin in idle_seen:
+                    return
+                idle_seen.add(twin)
+            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
+
+        for node_i in table.ready:
+            if node_i >= first and names[node_i] not in changed:
+                offer(node_i, self.s.node_free[names[node_i]])
+        bounds = [b for b in table.bounds if b[2] >= first and names[b[2]] not in changed]
+        for node, free in changed.items():
+            node_i = self.node_index[node]
+            if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
                 continue
-            free = self._free(state, node)
-            if free >= pod.gpus:
-                fit = fit_key(s, node, free, pod.gpus, placed_groups)
-                if node not in self.groups:
-                    # Nodes with no candidate pods and the same room are interchangeable.
-                    twin = (free, s.node_gpus[node], fit[1] == 0)
-                    if twin in idle_seen:
-                        continue
-                    idle_seen.add(twin)
-                ready.append((_ZERO, fit, (), node_i, {}))
-            elif node in self.groups:
+            if free >= gpus:
+                offer(node_i, free)
+            elif node in self.node_bound:
                 protected, rate = self.node_bound[node]
-                bounds.append((protected, (pod.gpus - free) * rate, node_i))
-        if pod.gpus == 0:
+                bounds.append((protected, (gpus - free) * rate, node_i))
+        if gpus == 0:
             ready.sort(key=lambda r: (r[0], r[1]))
             for _, _, _, node_i, changes in ready[:1]:
-                yield changes, s.node_names[node_i], node_i
+                yield changes, names[node_i], node_i
             return
         heapq.heapify(ready)
         bounds.sort()
         for protected, lost, node_i in bounds:
             while ready and (ready[0][0][0], ready[0][0][1]) < (protected, lost):
                 _, _, _, at, changes = heapq.heappop(ready)
-                yield changes, s.node_names[at], at
+                yield changes, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
-            node = s.node_names[node_i]
+            node = names[node_i]
             free = self._free(state, node)
-            for changes, freed in self._room(state, node, pod.gpus - free):
-                fit = fit_key(s, node, free + freed, pod.gpus, placed_groups)
+            for changes, freed in self._room(state, node, gpus - free):
+                fit = fit_key(s, node, free + freed, gpus, placed_groups)
                 entry = (self._delta(state, changes), fit, self._names(changes), node_i, changes)
                 heapq.heappush(ready, entry)
         while ready:
             _, _, _, at, changes = heapq.heappop(ready)
-            yield changes, s.node_names[at], at
+            yield changes, names[at], at
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.
@@ -271,26 +317,29 @@ class Search:
                 sizes[pod.gpus] = sizes.get(pod.gpus, 0) + 1
         bound = 0.0
         for gpus, count in sizes.items():
-            free_slots = 0
-            extra: list[float] = []
-            for node in s.node_names:
+            table = self.tables[gpus]
+            slots = table.free_slots
+            fresh: list[float] = []
+            for node, free in state.free.items():
                 if not can_host(s, node, gpus):
                     continue
-                free = self._free(state, node)
-                free_slots += free // gpus
-                if free_slots >= count:
-                    break
+                slots += free // gpus - s.node_free[node] // gpus
                 if node in self.node_bound:
                     more = s.node_gpus[node] // gpus - free // gpus
-                    lack = gpus - free % gpus
-                    extra.extend([lack * self.node_bound[node][1]] * more)
-            if free_slots >= count:
+                    fresh.extend([(gpus - free % gpus) * self.node_bound[node][1]] * more)
+            if slots >= count:
                 continue
-            short = count - free_slots
-            if len(extra) < short:
+            short = count - slots
+            cheapest = heapq.nsmallest(
+                short,
+                itertools.chain(
+                    fresh,
+                    (v for v, node in table.extra if node not in state.free),
+                ),
+            )
+            if len(cheapest) < short:
                 return math.inf
-            extra.sort()
-            bound = max(bound, sum(extra[:short]))
+            bound = max(bound, math.fsum(cheapest))
         return bound
 
     def _beyond_best(self, state: State, protected: int, lost: float) -> bool:
@@ -475,9 +524,16 @@ class Search:
         return any(not v.repairable for v in violations(self.s, state.evicted_by_queue, reclaimed))
 
     def _dominated(self, state: State) -> bool:
-        """The branch cannot beat the best plan: its partial cost is already higher."""
+        """The branch cannot beat the best plan.
+
+        Either its partial cost is already higher, or it already evicts
+        everything the best plan evicts: every leaf below is then that plan
+        or reduces to a minimal plan reached elsewhere in the search.
+        """
         if self.best is None:
             return False
+        if all(pods <= state.evicted.get(c, frozenset()) for c, pods in self.best.evicted.items()):
+            return True
         best = self.best.cost
         if state.protected != best.protected:
             return state.protected > best.protected

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpuyield.agents.planner.hierarchy import QueueTree
 from gpuyield.agents.planner.weights import (
@@ -17,15 +18,14 @@ from gpuyield.agents.planner.weights import (
     lost_seconds_per_gpu,
     preemptor_weight,
 )
-from gpuyield.schemas import Job, Pod, Snapshot
+from gpuyield.schemas import Job, PodPhase, Snapshot
 
 
 class UnknownPreemptor(ValueError):
     """``--preemptor`` names a job that is not in the snapshot."""
 
 
-@dataclass(frozen=True, slots=True)
-class ActivePod:
+class ActivePod(NamedTuple):
     """A pod that holds GPUs: the unit of eviction."""
 
     name: str
@@ -33,7 +33,7 @@ class ActivePod:
     gpus: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CandidateFacts:
     """What the planner knows of one job that holds GPUs and is not the preemptor."""
 
@@ -63,8 +63,7 @@ class CandidateFacts:
         return max(0, len(self.pods) - self.min_running)
 
 
-@dataclass(frozen=True, slots=True)
-class PodToPlace:
+class PodToPlace(NamedTuple):
     name: str
     gpus: int
 
@@ -104,25 +103,32 @@ class PlanningSession:
         tree = QueueTree.build(snapshot.queues)
         usage: dict[str, int] = {q.name: 0 for q in snapshot.queues}
         held: dict[str, int] = {}
+        active: dict[str, list[ActivePod]] = {}
         for j in snapshot.jobs:
-            for pod in j.pods:
-                if pod.holds_gpus and pod.node is not None:
-                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
-                    for queue in tree.ancestors[j.queue]:
-                        usage[queue] += pod.gpus
+            pods = [
+                ActivePod(p.name, p.node, p.gpus)
+                for p in j.pods
+                if p.node is not None and p.phase not in _DONE
+            ]
+            if not pods:
+                continue
+            active[j.name] = pods
+            total = 0
+            for pod in pods:
+                held[pod.node] = held.get(pod.node, 0) + pod.gpus
+                total += pod.gpus
+            for queue in tree.ancestors[j.queue]:
+                usage[queue] += total
         nodes = sorted(snapshot.nodes, key=lambda n: n.name)
         candidates: list[CandidateFacts] = []
-        for j in sorted(snapshot.jobs, key=lambda j: j.name):
+        for j in sorted((j for j in snapshot.jobs if j.name in active), key=lambda j: j.name):
             if job is not None and j.name == job.name:
-                continue
-            pods = tuple(sorted(_active(j.pods), key=lambda p: p.name))
-            if not pods:
                 continue
             candidates.append(
                 CandidateFacts(
                     index=len(candidates),
                     job=j,
-                    pods=pods,
+                    pods=tuple(sorted(active[j.name])),
                     min_running=j.gang_min,
                     w_eff=effective_weight(j, now, policy),
                     lost_per_gpu_s=lost_seconds_per_gpu(j, now),
@@ -153,11 +159,7 @@ class PlanningSession:
         )
 
 
-_DONE = ("Succeeded", "Failed")
-
-
-def _active(pods: tuple[Pod, ...]) -> list[ActivePod]:
-    return [ActivePod(p.name, p.node, p.gpus) for p in pods if p.holds_gpus and p.node is not None]
+_DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
 def choose_preemptor(snapshot: Snapshot, name: str | None) -> Job | None:
