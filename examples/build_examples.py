@@ -334,10 +334,17 @@ def render(doc: Doc) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
+# deploy/base ships one example as the snapshot of its dry-run planner Job.
+DEPLOY_SNAPSHOT = HERE.parent / "deploy" / "base" / "snapshot.json"
+DEPLOYED_EXAMPLE = "protected-research.json"
+
+
 def main() -> None:
     for name, build in EXAMPLES.items():
         (HERE / name).write_text(render(build()), encoding="utf-8")
         print(HERE / name)
+    DEPLOY_SNAPSHOT.write_text(render(EXAMPLES[DEPLOYED_EXAMPLE]()), encoding="utf-8")
+    print(DEPLOY_SNAPSHOT)
 
 
 if __name__ == "__main__":

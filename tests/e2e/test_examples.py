@@ -36,6 +36,12 @@ def test_the_example_file_matches_its_description(name: str) -> None:
     )
 
 
+def test_the_deployed_snapshot_matches_its_example() -> None:
+    builder = _builder()
+    expected = builder.render(builder.EXAMPLES[builder.DEPLOYED_EXAMPLE]())
+    assert builder.DEPLOY_SNAPSHOT.read_text() == expected
+
+
 def test_a_near_finished_research_gang_is_protected_and_newer_sweeps_yield() -> None:
     result = _plan("protected-research.json")
     assert result.feasible and result.action == "reclaim"
