@@ -92,6 +92,26 @@ def schemas_command(
         typer.echo(str(path))
 
 
-def main() -> None:
-    """Console-script entry point."""
-    app()
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: usage errors are one line too, never a boxed help.
+
+    Click's exceptions are matched by shape (``format_message``, ``exit_code``)
+    rather than by class: recent typer releases vendor their own copy of click.
+    """
+    try:
+        code = app(args=argv, standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except typer.Abort:
+        sys.stderr.write("gpuyield: aborted\n")
+        code = 130
+    except Exception as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            app(args=["--help"], standalone_mode=False)
+            raise SystemExit(2) from None
+        describe = getattr(exc, "format_message", None)
+        if describe is None:
+            raise
+        sys.stderr.write(f"gpuyield: {describe()} (see `gpuyield --help`)\n")
+        code = getattr(exc, "exit_code", 2)
+    raise SystemExit(code if isinstance(code, int) else 0)

@@ -18,8 +18,12 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MAPPED = {"gpuyield": "cli", "gpuyield.schemas": "schemas", "gpuyield.agents": "agents",
-          "gpuyield.streams": "streams"}
+MAPPED = {
+    "gpuyield": "cli",
+    "gpuyield.schemas": "schemas",
+    "gpuyield.agents": "agents",
+    "gpuyield.streams": "streams",
+}
 
 
 def _pyproject() -> dict:
@@ -30,7 +34,10 @@ def test_import_layers_hold() -> None:
     linter = Path(sys.executable).with_name("lint-imports")
     result = subprocess.run(
         [str(linter), str(ROOT / "pyproject.toml")],
-        cwd=ROOT, capture_output=True, text=True, check=False,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -43,12 +50,15 @@ def test_every_package_folder_is_installed() -> None:
         for init in (ROOT / folder).rglob("__init__.py"):
             parts = init.parent.relative_to(ROOT / folder).parts
             name = ".".join((package, *parts))
-            assert name in listed, f"{name} ({init.parent}) is missing from [tool.setuptools].packages"
+            assert name in listed, (
+                f"{name} ({init.parent}) is missing from [tool.setuptools].packages"
+            )
 
 
 def test_our_distribution_installs_only_the_gpuyield_top_level_name() -> None:
     provided = {
-        name for name, dists in importlib.metadata.packages_distributions().items()
+        name
+        for name, dists in importlib.metadata.packages_distributions().items()
         if "gpuyield" in dists
     }
     assert provided == {"gpuyield"}
@@ -63,14 +73,17 @@ def test_a_foreign_agents_package_and_ours_live_side_by_side(tmp_path: Path) -> 
         "from gpuyield.agents.planner import plan\n"
         "from gpuyield.schemas import Snapshot\n"
         "import gpuyield.agents\n"
-        "assert agents.OWNER == \"someone else: agents\", agents.__file__\n"
-        "assert schemas.OWNER == \"someone else: schemas\"\n"
+        'assert agents.OWNER == "someone else: agents", agents.__file__\n'
+        'assert schemas.OWNER == "someone else: schemas"\n'
         "assert gpuyield.agents.__file__ != agents.__file__\n"
         "print('ok')\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", probe],
-        cwd=tmp_path, capture_output=True, text=True, check=False,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
         env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"},
     )
     assert result.stdout.strip() == "ok", result.stderr

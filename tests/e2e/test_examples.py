@@ -57,8 +57,9 @@ def test_the_protected_gang_would_have_been_the_cheapest_victim() -> None:
     assert gang_loss < _plan("protected-research.json").lost_gpu_seconds
 
 
-@pytest.mark.parametrize(("name", "nodes"), [("inference-burst-32.json", 4),
-                                              ("inference-burst-64.json", 8)])
+@pytest.mark.parametrize(
+    ("name", "nodes"), [("inference-burst-32.json", 4), ("inference-burst-64.json", 8)]
+)
 def test_inference_gets_whole_nodes_back_from_borrowed_capacity(name: str, nodes: int) -> None:
     result = _plan(name)
     assert result.feasible and result.action == "reclaim"

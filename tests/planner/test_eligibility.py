@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 
 import pytest
+from builders import HOUR, NOW, JobBuilder, a_job, a_node, a_pod, a_policy, a_queue, a_snapshot
 
 from gpuyield.agents.planner import effective_weight, plan
-from gpuyield.schemas import JobState, Plan, Policy, Snapshot
-from tests.builders import HOUR, NOW, JobBuilder, a_job, a_node, a_policy, a_queue, a_snapshot
+from gpuyield.schemas import JobState, Plan, Policy, Queue, Snapshot
 
 # --------------------------------------------------------------------------- helpers
 
@@ -35,7 +35,9 @@ def one_full_node(
     return a_snapshot(
         nodes=[a_node("n1", 8)],
         jobs=[
-            victim.running(pods=[("n1", 8)], started_at=victim.started_at or NOW - HOUR),
+            victim.running(
+                pods=[("n1", 8)], started_at=victim.started_at, checkpointed_at=victim.checkpoint_at
+            ),
             a_job("urgent").priority(preemptor_priority).pending(pods=1, gpus=8),
         ],
         policy=policy,
@@ -54,10 +56,19 @@ def assert_is_victim(snapshot: Snapshot) -> None:
 
 
 def assert_is_not_victim(snapshot: Snapshot) -> None:
-    result = plan(snapshot)
+    """Ruled out by a rule on the candidate itself: the plan cannot fit the preemptor."""
+    result = plan(snapshot, explain=True)
     assert victim_jobs(result) == []
     assert not result.feasible
     assert outcome_of(result, "victim") == "ineligible"
+
+
+def assert_no_plan_takes_it(snapshot: Snapshot) -> None:
+    """Ruled out by the state after the plan (guarantees): nothing is evicted."""
+    result = plan(snapshot)
+    assert victim_jobs(result) == []
+    assert not result.feasible
+    assert result.action == "none"
 
 
 def test_the_baseline_victim_is_taken() -> None:
@@ -76,10 +87,11 @@ def test_a_not_preemptable_job_is_passed_over_even_when_it_would_be_the_cheapest
     snapshot = a_snapshot(
         nodes=[a_node("n1"), a_node("n2")],
         jobs=[
-            a_job("fresh-checkpoint").priority(100).not_preemptable()
+            a_job("fresh-checkpoint")
+            .priority(100)
+            .not_preemptable()
             .running(pods=[("n1", 8)], started_at=NOW - HOUR, checkpointed_at=NOW - 1),
-            a_job("no-checkpoint").priority(100)
-            .running(pods=[("n2", 8)], started_at=NOW - HOUR),
+            a_job("no-checkpoint").priority(100).running(pods=[("n2", 8)], started_at=NOW - HOUR),
             a_job("urgent").priority(1000).pending(pods=1, gpus=8),
         ],
     )
@@ -190,8 +202,11 @@ def test_progress_can_lift_a_lower_priority_job_out_of_reach() -> None:
 
 def test_effective_weight_is_priority_plus_alpha_log_run_hours_plus_beta_progress_squared() -> None:
     job = (
-        a_job("j").priority(1000).running(pods=[("n1", 8)], started_at=NOW - 3 * HOUR)
-        .progress(0.5).build()
+        a_job("j")
+        .priority(1000)
+        .running(pods=[("n1", 8)], started_at=NOW - 3 * HOUR)
+        .progress(0.5)
+        .build()
     )
     expected = 1000 + 150 * math.log(4) + 800 * 0.25
     assert effective_weight(job, NOW, Policy()) == pytest.approx(expected, rel=1e-12)
@@ -199,8 +214,11 @@ def test_effective_weight_is_priority_plus_alpha_log_run_hours_plus_beta_progres
 
 def test_effective_weight_uses_the_policys_alpha_and_beta() -> None:
     job = (
-        a_job("j").priority(10).running(pods=[("n1", 8)], started_at=NOW - 1 * HOUR)
-        .progress(0.5).build()
+        a_job("j")
+        .priority(10)
+        .running(pods=[("n1", 8)], started_at=NOW - 1 * HOUR)
+        .progress(0.5)
+        .build()
     )
     expected = 10 + 2 * math.log(2) + 40 * 0.25
     assert effective_weight(job, NOW, a_policy(alpha=2, beta=40)) == pytest.approx(
@@ -211,14 +229,18 @@ def test_effective_weight_uses_the_policys_alpha_and_beta() -> None:
 def test_a_job_that_is_not_running_has_no_run_time_bonus() -> None:
     # 0001 decision 3: T_run_hours is 0 unless the job is Running.
     job = (
-        a_job("j").priority(10).running(pods=[("n1", 8)], started_at=NOW - 5 * HOUR)
-        .progress(0.5).in_state(JobState.SUSPENDED).build()
+        a_job("j")
+        .priority(10)
+        .running(pods=[("n1", 8)], started_at=NOW - 5 * HOUR)
+        .progress(0.5)
+        .in_state(JobState.SUSPENDED)
+        .build()
     )
     assert effective_weight(job, NOW, Policy()) == pytest.approx(10 + 800 * 0.25, rel=1e-12)
 
 
 def test_the_plan_reports_each_candidates_effective_weight() -> None:
-    result = plan(one_full_node(cheap().priority(100).progress(0.5)))
+    result = plan(one_full_node(cheap().priority(100).progress(0.5)), explain=True)
     (cand,) = result.candidates
     assert cand.w_eff == pytest.approx(100 + 150 * math.log(2) + 800 * 0.25, rel=1e-12)
     assert result.victims[0].w_eff == pytest.approx(cand.w_eff, rel=1e-12)
@@ -250,29 +272,53 @@ def test_a_pending_preemptor_of_higher_priority_than_the_victims_weight_takes_it
     assert_is_victim(snapshot)
 
 
+def test_a_running_preemptor_that_grows_weighs_its_effective_weight() -> None:
+    # 0001 decision 4: 'grow' (priority 500, running 24 h) weighs
+    # 500 + 150 ln 25 = 982.8, above the victim's 800 + 150 ln 2 = 904.
+    grow = (
+        a_job("grow")
+        .priority(500)
+        .min_available(1)
+        .running(pods=[("n1", 8)], started_at=NOW - 24 * HOUR)
+        .with_pods(a_pod("grow-0", 8, "n1"), a_pod("grow-1", 8))
+    )
+    snapshot = a_snapshot(
+        nodes=[a_node("n1"), a_node("n2")],
+        jobs=[
+            a_job("victim").priority(800).running(pods=[("n2", 8)], started_at=NOW - HOUR),
+            grow,
+        ],
+    )
+    result = plan(snapshot, "grow")
+    assert victim_jobs(result) == ["victim"]
+    assert result.placement == {"grow-1": "n2"}
+
+
 # --------------------------------------------------------------------------- rule 3
 
 
 def reclaim_case(
     *,
-    mine: dict[str, object] | None = None,
-    theirs: dict[str, object] | None = None,
-    extra_jobs: tuple[JobBuilder, ...] = (),
-    extra_nodes: tuple[str, ...] = (),
+    mine_guarantee: int = 8,
+    theirs_guarantee: int = 0,
+    theirs_reclaimable: bool = True,
     victim: JobBuilder | None = None,
-    pods: int = 1,
+    extra_nodes: tuple[str, ...] = (),
+    extra_jobs: tuple[JobBuilder, ...] = (),
 ) -> Snapshot:
-    """Queue ``mine`` (the preemptor's) wants 8 GPUs per pod; ``victim`` in ``theirs`` holds n1."""
-    victim = victim or a_job("victim").priority(100)
+    """``urgent`` in queue ``mine`` wants 8 GPUs; ``victim`` in queue ``theirs`` holds n1."""
+    victim = victim or cheap()
     return a_snapshot(
         nodes=[a_node("n1"), *(a_node(n) for n in extra_nodes)],
         queues=[
-            a_queue("mine", **{"guarantee": 8 * pods, **(mine or {})}),  # type: ignore[arg-type]
-            a_queue("theirs", **(theirs or {})),  # type: ignore[arg-type]
+            a_queue("mine", guarantee=mine_guarantee),
+            a_queue("theirs", guarantee=theirs_guarantee, reclaimable=theirs_reclaimable),
         ],
         jobs=[
-            victim.in_queue("theirs").running(pods=[("n1", 8)], started_at=NOW - HOUR),
-            a_job("urgent").in_queue("mine").priority(1000).pending(pods=pods, gpus=8),
+            victim.in_queue("theirs").running(
+                pods=[("n1", 8)], started_at=victim.started_at, checkpointed_at=victim.checkpoint_at
+            ),
+            a_job("urgent").in_queue("mine").priority(1000).pending(pods=1, gpus=8),
             *extra_jobs,
         ],
     )
@@ -285,27 +331,29 @@ def test_a_job_of_a_reclaimable_queue_over_its_guarantee_is_reclaimed() -> None:
 
 
 def test_nothing_is_reclaimed_from_a_queue_that_is_not_reclaimable() -> None:
-    assert_is_not_victim(reclaim_case(theirs={"reclaimable": False}))
+    assert_is_not_victim(reclaim_case(theirs_reclaimable=False))
 
 
 def test_nothing_is_reclaimed_from_a_queue_using_exactly_its_guarantee() -> None:
-    assert_is_not_victim(reclaim_case(theirs={"guarantee": 8}))
+    assert_is_not_victim(reclaim_case(theirs_guarantee=8))
 
 
 def test_reclaim_never_takes_a_queue_below_its_guarantee() -> None:
     # 'theirs' uses 8 > 4, but evicting its only job would leave it at 0 < 4.
-    assert_is_not_victim(reclaim_case(theirs={"guarantee": 4}))
+    assert_no_plan_takes_it(reclaim_case(theirs_guarantee=4))
 
 
 def test_reclaim_picks_a_costlier_victim_to_keep_the_queue_at_its_guarantee() -> None:
     # 'theirs' (guarantee 8) holds 8 on n1 and 4 on n2. Evicting the cheap 8-GPU
     # job would leave it at 4; evicting the 4-GPU job leaves it at exactly 8.
     snapshot = reclaim_case(
-        theirs={"guarantee": 8},
-        victim=a_job("victim").priority(100).checkpointed(NOW - 1),
+        theirs_guarantee=8,
+        victim=cheap().checkpointed(NOW - 1),
         extra_nodes=("n2",),
         extra_jobs=(
-            a_job("costly").in_queue("theirs").priority(100)
+            a_job("costly")
+            .in_queue("theirs")
+            .priority(100)
             .running(pods=[("n2", 4)], started_at=NOW - 10 * HOUR),
         ),
     )
@@ -315,7 +363,7 @@ def test_reclaim_picks_a_costlier_victim_to_keep_the_queue_at_its_guarantee() ->
 
 
 def test_a_queue_over_its_guarantee_with_the_preemptor_placed_may_not_reclaim() -> None:
-    assert_is_not_victim(reclaim_case(mine={"guarantee": 4}))
+    assert_no_plan_takes_it(reclaim_case(mine_guarantee=4))
 
 
 def test_a_queue_already_at_its_guarantee_may_not_reclaim_for_more() -> None:
@@ -324,11 +372,14 @@ def test_a_queue_already_at_its_guarantee_may_not_reclaim_for_more() -> None:
     snapshot = reclaim_case(
         extra_nodes=("n2",),
         extra_jobs=(
-            a_job("mine-running").in_queue("mine").priority(5000).not_preemptable()
+            a_job("mine-running")
+            .in_queue("mine")
+            .priority(5000)
+            .not_preemptable()
             .running(pods=[("n2", 8)], started_at=NOW - HOUR),
         ),
     )
-    assert_is_not_victim(snapshot)
+    assert_no_plan_takes_it(snapshot)
 
 
 def test_own_queue_victims_count_as_gone_when_checking_the_guarantee_for_reclaim() -> None:
@@ -338,9 +389,13 @@ def test_own_queue_victims_count_as_gone_when_checking_the_guarantee_for_reclaim
         nodes=[a_node("n1"), a_node("n2")],
         queues=[a_queue("mine", guarantee=16), a_queue("theirs")],
         jobs=[
-            a_job("own-cheap").in_queue("mine").priority(100)
+            a_job("own-cheap")
+            .in_queue("mine")
+            .priority(100)
             .running(pods=[("n1", 8)], started_at=NOW - HOUR),
-            a_job("other").in_queue("theirs").priority(100)
+            a_job("other")
+            .in_queue("theirs")
+            .priority(100)
             .running(pods=[("n2", 8)], started_at=NOW - HOUR),
             a_job("urgent").in_queue("mine").priority(1000).pending(pods=2, gpus=8),
         ],
@@ -351,15 +406,46 @@ def test_own_queue_victims_count_as_gone_when_checking_the_guarantee_for_reclaim
     assert result.action == "mixed"
 
 
+def test_a_reclaim_also_preempts_within_the_own_queue_to_stay_within_its_guarantee() -> None:
+    # Room is only on n1 (n2 keeps 4 pinned GPUs), so 'other' must be reclaimed.
+    # 'mine' would then use 4 + 8 = 12 > 8: 'own' (on n2, freeing no room the
+    # preemptor can use) must go too, for the guarantee alone (reading 5).
+    snapshot = a_snapshot(
+        nodes=[a_node("n1"), a_node("n2")],
+        queues=[
+            a_queue("mine", guarantee=8),
+            a_queue("theirs"),
+            a_queue("pinned", reclaimable=False),
+        ],
+        jobs=[
+            running_in("theirs", "other", "n1"),
+            a_job("own")
+            .in_queue("mine")
+            .priority(100)
+            .running(pods=[("n2", 4)], started_at=NOW - HOUR),
+            a_job("pin")
+            .in_queue("pinned")
+            .priority(100)
+            .running(pods=[("n2", 4)], started_at=NOW - HOUR),
+            urgent_in("mine"),
+        ],
+    )
+    result = plan(snapshot)
+    assert result.feasible
+    assert victim_jobs(result) == ["other", "own"]
+    assert result.action == "mixed"
+    assert result.placement == {"urgent-0": "n1"}
+
+
 def test_a_reclaim_victim_of_higher_weight_is_marked_protected_and_taken_as_last_resort() -> None:
-    result = plan(reclaim_case(victim=a_job("victim").priority(5000)))
+    result = plan(reclaim_case(victim=cheap().priority(5000)))
     assert victim_jobs(result) == ["victim"]
     assert result.victims[0].protected
     assert result.objective.protected_victims == 1
 
 
 def test_a_reclaim_victim_of_equal_weight_is_protected() -> None:
-    result = plan(reclaim_case(victim=a_job("victim").priority(1000).started(None)))
+    result = plan(reclaim_case(victim=cheap().priority(1000).started(None)))
     # It never started: W_eff = priority = 1000, equal to the preemptor's.
     assert result.victims[0].protected
 
@@ -373,22 +459,23 @@ def test_a_reclaim_victim_of_lower_weight_is_not_protected() -> None:
 def test_a_protected_victim_is_spared_when_a_plan_without_it_exists() -> None:
     # 'precious' loses nothing (checkpointed this instant) but outweighs the preemptor.
     snapshot = reclaim_case(
-        victim=a_job("precious").priority(5000).checkpointed(NOW),
+        victim=a_job("precious").priority(5000).started(NOW - HOUR).checkpointed(NOW),
         extra_nodes=("n2",),
         extra_jobs=(
-            a_job("plain").in_queue("theirs").priority(10)
+            a_job("plain")
+            .in_queue("theirs")
+            .priority(10)
             .running(pods=[("n2", 8)], started_at=NOW - 10 * HOUR),
         ),
     )
-    result = plan(snapshot)
+    result = plan(snapshot, explain=True)
     assert victim_jobs(result) == ["plain"]
     assert outcome_of(result, "precious") == "spared"
 
 
 def test_same_queue_jobs_of_higher_weight_are_never_protected_victims() -> None:
     # Protection is a reclaim notion; within the queue rule 2 refuses outright.
-    snapshot = one_full_node(cheap().priority(5000))
-    result = plan(snapshot)
+    result = plan(one_full_node(cheap().priority(5000)), explain=True)
     (cand,) = result.candidates
     assert not cand.eligible
     assert not cand.protected
@@ -397,13 +484,17 @@ def test_same_queue_jobs_of_higher_weight_are_never_protected_victims() -> None:
 # --------------------------------------------------------------------------- hierarchy
 
 
-def tree_snapshot(queues: list, jobs: list, nodes: tuple[str, ...] = ("n1", "n2")) -> Snapshot:  # type: ignore[type-arg]
+def tree_snapshot(
+    queues: list[Queue], jobs: list[JobBuilder], nodes: tuple[str, ...] = ("n1", "n2")
+) -> Snapshot:
     return a_snapshot(nodes=[a_node(n) for n in nodes], queues=queues, jobs=jobs)
 
 
 def running_in(queue: str, name: str, node: str, priority: float = 100) -> JobBuilder:
     return (
-        a_job(name).in_queue(queue).priority(priority)
+        a_job(name)
+        .in_queue(queue)
+        .priority(priority)
         .running(pods=[(node, 8)], started_at=NOW - HOUR)
     )
 
@@ -433,13 +524,13 @@ def test_every_queue_on_the_victims_branch_below_the_lca_must_be_reclaimable() -
         a_queue("dept", reclaimable=False),
         a_queue("team", parent="dept"),
     ]
-    snapshot = tree_snapshot(queues, [running_in("team", "victim", "n1"), urgent_in("mine")])
-    assert_is_not_victim(snapshot.model_copy(update={"nodes": snapshot.nodes[:1]}))
+    jobs = [running_in("team", "victim", "n1"), urgent_in("mine")]
+    assert_is_not_victim(tree_snapshot(queues, jobs, nodes=("n1",)))
 
 
-def test_a_childs_use_counts_toward_its_parents_guarantee_on_the_victims_branch() -> None:
-    # 'dept' holds nothing itself; its child 'team' holds 16. dept's guarantee
-    # of 16 is met only through the child, so neither job may be reclaimed.
+def test_a_child_is_not_reclaimed_from_while_its_parent_is_at_its_guarantee() -> None:
+    # 'team' (no guarantee) holds 16, over its own guarantee; but its parent
+    # 'dept' uses exactly its 16 (through 'team'), so neither job may go.
     queues = [
         a_queue("mine", guarantee=8),
         a_queue("dept", guarantee=16),
@@ -456,6 +547,8 @@ def test_a_childs_use_counts_toward_its_parents_guarantee_on_the_victims_branch(
 
 
 def test_a_child_may_be_reclaimed_down_to_its_parents_guarantee() -> None:
+    # 'dept' holds nothing itself: it is over its guarantee of 8 only because
+    # its child's 16 GPUs count toward it (reading 6).
     queues = [
         a_queue("mine", guarantee=8),
         a_queue("dept", guarantee=8),
@@ -469,6 +562,22 @@ def test_a_child_may_be_reclaimed_down_to_its_parents_guarantee() -> None:
     result = plan(tree_snapshot(queues, jobs))
     assert result.feasible
     assert len(result.victims) == 1
+
+
+def test_reclaiming_from_a_child_stops_at_its_parents_guarantee() -> None:
+    # 'team' has no guarantee, but its parent 'dept' keeps 8: of team's 16 GPUs
+    # only 8 may go, so a preemptor needing 16 cannot be served.
+    queues = [
+        a_queue("mine", guarantee=16),
+        a_queue("dept", guarantee=8),
+        a_queue("team", parent="dept"),
+    ]
+    jobs = [
+        running_in("team", "victim", "n1"),
+        running_in("team", "victim-2", "n2"),
+        a_job("urgent").in_queue("mine").priority(1000).pending(pods=2, gpus=8),
+    ]
+    assert_no_plan_takes_it(tree_snapshot(queues, jobs))
 
 
 def test_the_preemptors_parent_must_stay_within_its_guarantee_to_reclaim() -> None:
@@ -489,7 +598,7 @@ def test_the_preemptors_parent_must_stay_within_its_guarantee_to_reclaim() -> No
             ],
         )
 
-    assert_is_not_victim(snapshot(dept_guarantee=8))
+    assert_no_plan_takes_it(snapshot(dept_guarantee=8))
     assert_is_victim(snapshot(dept_guarantee=16))
 
 
