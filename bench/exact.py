@@ -107,6 +107,7 @@ class Problem:
     guarantee: dict[str, int] = field(default_factory=dict)
     capability: dict[str, int | None] = field(default_factory=dict)
     parent: dict[str, str | None] = field(default_factory=dict)
+    reclaimable: dict[str, bool] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)  # before the plan, with descendants
     candidates: list[Candidate] = field(default_factory=list)
 
@@ -196,11 +197,12 @@ def build_problem(snap: Snapshot, preemptor: str | None = None) -> Problem:
     if preemptor is not None and pre is None:
         raise ValueError(f"no job called {preemptor!r}")
     problem = Problem(preemptor=None if pre is None else pre.name)
-    for q in snap.queues:
-        problem.guarantee[q.name] = q.guarantee.gpu
-        problem.capability[q.name] = q.capability.gpu
-        problem.parent[q.name] = q.parent
-        problem.usage[q.name] = 0
+    for spec in snap.queues:
+        problem.guarantee[spec.name] = spec.guarantee.gpu
+        problem.capability[spec.name] = spec.capability.gpu
+        problem.parent[spec.name] = spec.parent
+        problem.reclaimable[spec.name] = spec.reclaimable
+        problem.usage[spec.name] = 0
     held: dict[str, int] = {n.name: 0 for n in snap.nodes}
     for job in snap.jobs:
         for pod in job.pods:
@@ -260,8 +262,7 @@ def build_problem(snap: Snapshot, preemptor: str | None = None) -> Problem:
             v_branch = _below(problem, job.queue, top)
             q_branch = _below(problem, pre.queue, top)
             for q in v_branch:
-                spec = next(s for s in snap.queues if s.name == q)
-                if not spec.reclaimable:
+                if not problem.reclaimable[q]:
                     eligible, why = False, f"queue {q} not reclaimable"
                     break
                 if not problem.usage[q] > problem.guarantee[q]:
@@ -344,8 +345,8 @@ def solve_exact(
         for node, gpus in problem.node_gpus.items():
             if not problem.schedulable[node] or gpus < g:
                 continue
-            cap = count[g] if g == 0 else min(count[g], gpus // g)
-            var = model.new_int_var(0, cap, f"c[{g},{node}]")
+            most = count[g] if g == 0 else min(count[g], gpus // g)
+            var = model.new_int_var(0, most, f"c[{g},{node}]")
             c[g, node] = var
             slots.append(var)
         model.add(cp_model.LinearExpr.sum(slots) == count[g])
@@ -359,8 +360,7 @@ def solve_exact(
             continue
         freed = [pod.gpus * x[pod.name] for pod in pods_on.get(node, [])]
         model.add(
-            cp_model.LinearExpr.sum(placed)
-            <= problem.free[node] + cp_model.LinearExpr.sum(freed)
+            cp_model.LinearExpr.sum(placed) <= problem.free[node] + cp_model.LinearExpr.sum(freed)
         )
 
     def usage_after(queue: str) -> cp_model.LinearExprT:
@@ -376,9 +376,9 @@ def solve_exact(
         return base - cp_model.LinearExpr.sum(evicted)
 
     for q in problem.ancestors(problem.queue):
-        cap = problem.capability[q]
-        if cap is not None:
-            model.add(usage_after(q) <= cap)
+        limit = problem.capability[q]
+        if limit is not None:
+            model.add(usage_after(q) <= limit)
     for cand in eligible:
         if cand.relation != "reclaim":
             continue
@@ -408,7 +408,7 @@ def solve_exact(
         best = round(solver.objective_value)
         values.append(best)
         model.add(stage == best)
-        model.clear_hints()
+        model.clear_hints()  # type: ignore[no-untyped-call]
         for var in [*x.values(), *y.values(), *c.values()]:
             model.add_hint(var, solver.value(var))
     evicted = tuple(sorted(name for name, var in x.items() if solver.value(var)))
@@ -420,9 +420,7 @@ def solve_exact(
                 for _ in range(solver.value(c[g, node])):
                     placement[names.pop(0)] = node
     chosen = set(evicted)
-    lost_float = math.fsum(
-        pod.lost for cand in eligible for pod in cand.pods if pod.name in chosen
-    )
+    lost_float = math.fsum(pod.lost for cand in eligible for pod in cand.pods if pod.name in chosen)
     return ExactResult(
         status="optimal",
         protected=values[0],

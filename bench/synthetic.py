@@ -35,7 +35,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from gpuyield.schemas import Job, Node, Policy, Pod, Queue, Snapshot
+from gpuyield.schemas import Job, Node, Pod, Policy, Queue, Snapshot
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit, JobState, PodPhase, Topology
 
 NOW = 1_764_000_000.0
@@ -254,7 +254,9 @@ def make_cluster(
         Node(
             name=f"node-{i:04d}",
             gpus=GPUS_PER_NODE,
-            topology=Topology(nvlink_domain=f"node-{i:04d}", rack=f"rack-{i // NODES_PER_RACK:03d}"),
+            topology=Topology(
+                nvlink_domain=f"node-{i:04d}", rack=f"rack-{i // NODES_PER_RACK:03d}"
+            ),
             schedulable=schedulable[i],
         )
         for i in range(nodes)
@@ -331,6 +333,9 @@ def make_cluster(
         usage[spec.name] += placed_pods * shape.pod_gpus
         times = _times(rng, policy)
         lo, hi = spec.priority
+        priority = rng.randint(lo, hi)
+        if half_placed:
+            priority = min(priority, top - 1)  # the preemptor stays the top pending job
         state = JobState.RUNNING
         if half_placed:
             state = JobState.PENDING
@@ -340,7 +345,7 @@ def make_cluster(
                 {
                     "name": name,
                     "queue": spec.name,
-                    "priority": min(rng.randint(lo, hi), top - 1) if half_placed else rng.randint(lo, hi),
+                    "priority": priority,
                     "state": state,
                     "pods": pods,
                     "min_available": shape.min_available,
@@ -374,9 +379,7 @@ def make_cluster(
     free = [f + r for f, r in zip(placer.free, reserve, strict=True)]
     for _ in range(8):
         big = preemptor.pod_gpus == GPUS_PER_NODE and preemptor.pods >= 8
-        if big or not _fits_without_evictions(
-            free, schedulable, [preemptor.pod_gpus] * to_place
-        ):
+        if big or not _fits_without_evictions(free, schedulable, [preemptor.pod_gpus] * to_place):
             break
         if preemptor.pod_gpus < GPUS_PER_NODE and not pre_placed:
             preemptor.pod_gpus *= 2

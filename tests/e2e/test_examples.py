@@ -18,7 +18,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def _builder():  # type: ignore[no-untyped-def]
     spec = importlib.util.spec_from_file_location("build_examples", EXAMPLES / "build_examples.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -44,7 +45,8 @@ def test_the_deployed_snapshot_matches_its_example() -> None:
 
 def test_a_near_finished_research_gang_is_protected_and_newer_sweeps_yield() -> None:
     result = _plan("protected-research.json")
-    assert result.feasible and result.action == "reclaim"
+    assert result.feasible
+    assert result.action == "reclaim"
     assert {v.job for v in result.victims} == {"sweep-0", "sweep-1"}
     assert result.objective.protected_victims == 0
 
@@ -52,7 +54,8 @@ def test_a_near_finished_research_gang_is_protected_and_newer_sweeps_yield() -> 
 def test_the_protected_gang_would_have_been_the_cheapest_victim() -> None:
     snap = load_snapshot((EXAMPLES / "protected-research.json").read_text())
     gang = snap.job("llm-ablation-final")
-    assert gang is not None and gang.last_checkpoint_at is not None
+    assert gang is not None
+    assert gang.last_checkpoint_at is not None
     gang_loss = 32 * (snap.now - gang.last_checkpoint_at)
     assert gang_loss < _plan("protected-research.json").lost_gpu_seconds
 
@@ -62,7 +65,8 @@ def test_the_protected_gang_would_have_been_the_cheapest_victim() -> None:
 )
 def test_inference_gets_whole_nodes_back_from_borrowed_capacity(name: str, nodes: int) -> None:
     result = _plan(name)
-    assert result.feasible and result.action == "reclaim"
+    assert result.feasible
+    assert result.action == "reclaim"
     assert len(set(result.placement.values())) == nodes
     assert all(v.queue == "research-elastic" for v in result.victims)
     assert all(v.whole_job for v in result.victims)

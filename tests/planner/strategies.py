@@ -1,23 +1,30 @@
-"""Hypothesis strategies for small, valid, realistic cluster snapshots.
+"""Small, valid, realistic cluster snapshots: hypothesis strategies and seeded cases.
 
 A generated case is a snapshot plus the name of its preemptor, a Pending job
 called ``pre`` with 1-3 unplaced pods (sometimes half placed already). Around
 it: 1-6 nodes of 2, 4 or 8 GPUs (some unschedulable), 1-3 queues (sometimes a
-parent and its children) and up to 7 other jobs holding GPUs, with the values
-that sit on the contract's edges: started exactly ``cooldown_s`` ago,
-checkpointed exactly at ``now``, evictions exactly ``eviction_window_s`` ago,
-at the eviction limit, elastic ``min_available`` (0 included), non-preemptable
-jobs, finished pods still bound to a node, half-placed Pending gangs.
+parent and its children) and up to 7 other jobs holding GPUs, with values on
+the contract's edges: started exactly ``cooldown_s`` ago, checkpointed exactly
+at ``now`` (or after it: clock skew), evictions exactly ``eviction_window_s``
+ago, one eviction short of the limit, elastic ``min_available`` (0 included),
+non-preemptable jobs, finished pods still bound to a node, half-placed Pending
+gangs, guarantees and capabilities one GPU either side of the usage.
 
-Nodes are filled pod by pod from what is left on them, so a node is never
-over-committed and every snapshot passes validation. Times are whole seconds,
-so lost work (GPUs times seconds) is exact and ties are real ties.
+The generator is written once against :class:`Pick`, so that hypothesis (which
+shrinks) and a seeded ``random.Random`` (which draws larger, more uniform
+clusters) make the same kind of case. Nodes are filled pod by pod from what is
+left on them, so no node is over-committed and every snapshot is valid. Times
+are whole seconds, so lost work (GPUs times seconds) is exact and ties are real.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
+from hypothesis import settings
 from hypothesis import strategies as st
 
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Policy, Queue, Snapshot
@@ -25,6 +32,13 @@ from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Policy, Queue, 
 from builders import NOW, a_job, a_node, a_pod, a_queue, a_snapshot
 
 PREEMPTOR = "pre"
+
+T = TypeVar("T")
+
+
+def examples(count: int) -> int:
+    """``count`` scaled by the active profile (``dev`` runs five times as many)."""
+    return max(1, count * settings.default.max_examples // 100)
 
 
 @dataclass(frozen=True)
@@ -35,54 +49,83 @@ class Case:
     preemptor: str
 
 
-def policies() -> st.SearchStrategy[Policy]:
+class Pick(Protocol):
+    """Where the generator's choices come from."""
+
+    def one(self, options: Sequence[T]) -> T: ...
+
+    def integer(self, low: int, high: int) -> int: ...
+
+
+class _HypothesisPick:
+    def __init__(self, draw: st.DrawFn) -> None:
+        self._draw = draw
+
+    def one(self, options: Sequence[T]) -> T:
+        return self._draw(st.sampled_from(options))
+
+    def integer(self, low: int, high: int) -> int:
+        return self._draw(st.integers(low, high))
+
+
+class _RandomPick:
+    def __init__(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def one(self, options: Sequence[T]) -> T:
+        return self._rng.choice(options)
+
+    def integer(self, low: int, high: int) -> int:
+        return self._rng.randint(low, high)
+
+
+# --------------------------------------------------------------------------- parts
+
+
+def pick_policy(pick: Pick) -> Policy:
     """Policy knobs around the defaults of reading 1, small enough to matter here."""
-    return st.builds(
-        Policy,
-        alpha=st.sampled_from([0.0, 150.0, 300.0]),
-        beta=st.sampled_from([0.0, 800.0]),
-        cooldown_s=st.sampled_from([0.0, 600.0, 1800.0]),
-        max_evictions=st.sampled_from([1, 2, 3]),
-        eviction_window_s=st.sampled_from([3600.0, 86400.0]),
-        grace_s=st.just(120.0),
+    return Policy(
+        alpha=pick.one([150.0, 0.0, 300.0]),
+        beta=pick.one([800.0, 0.0]),
+        cooldown_s=pick.one([600.0, 0.0, 1800.0]),
+        max_evictions=pick.one([3, 1, 2]),
+        eviction_window_s=pick.one([86400.0, 3600.0]),
+        grace_s=120.0,
     )
 
 
-@st.composite
-def node_lists(draw: st.DrawFn, max_nodes: int = 6) -> list[Node]:
-    count = draw(st.integers(1, max_nodes))
+def pick_nodes(pick: Pick, low: int, high: int) -> list[Node]:
     return [
         a_node(
             f"n{i}",
-            gpus=draw(st.sampled_from([2, 4, 8, 8])),
+            gpus=pick.one([8, 4, 8, 2]),
             rack=f"r{i % 2}",
-            schedulable=draw(st.sampled_from([True] * 4 + [False])),
+            schedulable=pick.one([True] * 4 + [False]),
         )
-        for i in range(count)
+        for i in range(pick.integer(low, high))
     ]
 
 
-@st.composite
-def queue_shapes(draw: st.DrawFn) -> dict[str, str | None]:
+def pick_queue_shape(pick: Pick, at_least: int) -> dict[str, str | None]:
     """1-3 queue names and their parents; a later queue sometimes has an earlier parent."""
-    names = [f"q{i}" for i in range(draw(st.sampled_from([1, 2, 2, 3, 3])))]
+    count = pick.one([n for n in (1, 2, 2, 3, 3) if n >= at_least])
+    names = [f"q{i}" for i in range(count)]
     return {
-        name: draw(st.sampled_from([None, None, None, *names[:i]])) if i else None
+        name: pick.one([None, None, None, *names[:i]]) if i else None
         for i, name in enumerate(names)
     }
 
 
-@st.composite
-def queues_around(
-    draw: st.DrawFn,
+def pick_queues(
+    pick: Pick,
     shape: dict[str, str | None],
     usage: dict[str, int],
     need: dict[str, int],
     *,
-    lean_to_reclaim: bool = False,
+    lean_to_reclaim: bool,
 ) -> list[Queue]:
-    """Queues whose guarantees and capabilities sit near their usage, where rules 3 and 5
-    change their verdict: exactly used, one GPU either side, room for the preemptor or not.
+    """Queues whose guarantees and capabilities sit where rules 3 and 5 change their
+    verdict: exactly used, one GPU either side, room for the preemptor or not.
 
     ``usage`` is each queue's usage (descendants included), ``need`` the GPUs the
     preemptor would add to it (0 off its branch). ``lean_to_reclaim`` gives the
@@ -93,161 +136,180 @@ def queues_around(
         options = [0, 0, used - 1, used, used + 1, after - 1, after, after + 4, 32]
         if lean_to_reclaim:
             options = [after, after + 4, 32] if need[name] else [0, used - 1, used - 2]
-        guarantee = draw(st.sampled_from(options))
-        guarantee = max(guarantee, 0)
-        capability = draw(st.sampled_from([None, None, None, after - 1, after, after + 8]))
-        if capability is not None:
-            capability = max(capability, guarantee)
+        guarantee = max(pick.one(options), 0)
+        capability = pick.one([None, None, None, after - 1, after, after + 8])
         queues.append(
             a_queue(
                 name,
                 guarantee=guarantee,
-                capability=capability,
-                reclaimable=draw(st.sampled_from([True] * 4 + [False])),
+                capability=None if capability is None else max(capability, guarantee),
+                reclaimable=pick.one([True] * 4 + [False]),
                 parent=parent,
             )
         )
     return queues
 
 
-def _place(draw: st.DrawFn, free: dict[str, int], gpus: int) -> str | None:
-    """A node with ``gpus`` free GPUs (any node, schedulable or not), taken, or None."""
+def _place(pick: Pick, free: dict[str, int], gpus: int) -> str | None:
+    """A node (schedulable or not) with ``gpus`` free, now taken; None when none has."""
     fitting = sorted(n for n, left in free.items() if left >= gpus)
     if not fitting:
         return None
-    node = draw(st.sampled_from(fitting))
+    node = pick.one(fitting)
     free[node] -= gpus
     return node
 
 
-@st.composite
-def running_job(
-    draw: st.DrawFn, name: str, queues: list[str], free: dict[str, int], policy: Policy
+def pick_holder(
+    pick: Pick, name: str, queues: list[str], free: dict[str, int], policy: Policy
 ) -> Job | None:
-    """A job holding GPUs (usually Running, sometimes a half-placed Pending gang)."""
+    """A job holding GPUs: usually Running, sometimes a half-placed Pending gang
+    (decision 1) or a Suspended job still bound to nodes; None if nothing fits."""
     now = NOW
-    kind = draw(st.sampled_from(["running"] * 8 + ["half-placed", "suspended-holding"]))
+    kind = pick.one(["running"] * 8 + ["half-placed", "suspended-holding"])
     pods: list[Pod] = []
-    for i in range(draw(st.integers(1, 4))):
-        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+    for i in range(pick.integer(1, 4)):
+        gpus = pick.one([1, 2, 4, 8])
         pod_name = f"{name}-{i}"
-        if kind == "half-placed" and i > 0 and draw(st.booleans()):
+        if kind == "half-placed" and i > 0 and pick.one([False, True]):
             pods.append(a_pod(pod_name, gpus))
             continue
-        if kind == "running" and i > 0 and draw(st.sampled_from([False] * 9 + [True])):
+        if kind == "running" and i > 0 and pick.one([False] * 9 + [True]):
             # A finished pod still bound to a node holds nothing (reading 8).
-            phase = draw(st.sampled_from([PodPhase.SUCCEEDED, PodPhase.FAILED]))
+            phase = pick.one([PodPhase.SUCCEEDED, PodPhase.FAILED])
             pods.append(a_pod(pod_name, gpus, sorted(free)[0], phase))
             continue
-        node = _place(draw, free, gpus)
+        node = _place(pick, free, gpus)
         if node is None:
             break
         pods.append(a_pod(pod_name, gpus, node))
-    if not any(p.node is not None and p.phase == PodPhase.RUNNING for p in pods):
+    if not any(_holds(p) for p in pods):
         return None  # nothing placed, so nothing was taken from ``free``
 
     builder = (
         a_job(name)
-        .in_queue(draw(st.sampled_from(queues)))
-        .priority(draw(st.sampled_from([0, 10, 100, 500, 1000, 2000])))
+        .in_queue(pick.one(queues))
+        .priority(pick.one([0, 10, 100, 500, 1000, 2000]))
         .with_pods(*pods)
-        .progress(draw(st.sampled_from([0.0, 0.1, 0.5, 0.9, 1.0])))
-        .min_available(draw(st.one_of(st.none(), st.integers(0, len(pods)))))
+        .progress(pick.one([0.0, 0.1, 0.5, 0.9, 1.0]))
+        .min_available(pick.one([None, *range(len(pods) + 1)]))
     )
     if kind == "half-placed":
         return builder.in_state(JobState.PENDING).submitted(now - 50).build()
 
     cooldown = policy.cooldown_s
-    ran = draw(
-        st.sampled_from(
-            [0.0, 60.0, cooldown - 1, cooldown, cooldown + 1]
-            + [3600.0, 7200.0, 36000.0, 360000.0] * 2
-        )
+    ran = pick.one(
+        [3600.0, 7200.0, 36000.0, 360000.0] * 2 + [0.0, 60.0, cooldown - 1, cooldown, cooldown + 1]
     )
     started: float | None = now - max(ran, 0.0)
-    if draw(st.sampled_from([False] * 15 + [True])):
+    if pick.one([False] * 15 + [True]):
         started = None  # never started (decision 2)
-    elif draw(st.sampled_from([False] * 15 + [True])):
+    elif pick.one([False] * 15 + [True]):
         started = now + 30  # clock skew (decision 2)
-    checkpoint_choice = draw(st.sampled_from(["none", "now", "start", "middle", "skew"]))
     checkpoint: float | None = None
-    if checkpoint_choice == "now":
+    choice = pick.one(["none", "now", "start", "middle", "skew"])
+    if choice == "now":
         checkpoint = now
-    elif checkpoint_choice == "skew":
+    elif choice == "skew":
         checkpoint = now + 5
-    elif started is not None and checkpoint_choice == "start":
+    elif started is not None and choice == "start":
         checkpoint = started
-    elif started is not None and checkpoint_choice == "middle":
+    elif started is not None and choice == "middle":
         checkpoint = float(int(started + (now - started) / 3))
 
     window = policy.eviction_window_s
-    ages = st.sampled_from([0.0, 100.0, window - 1, window, window + 1, 2 * window, -10.0])
+    ages = [2 * window, 0.0, 100.0, window - 1, window, window + 1, -10.0]
     limit = policy.max_evictions
-    count = draw(st.sampled_from([0, 0, 0, 0, 0, 1, limit - 1, limit, limit + 1]))
-    evictions = [now - draw(ages) for _ in range(max(count, 0))]
+    count = max(pick.one([0, 0, 0, 0, 0, 1, limit - 1, limit, limit + 1]), 0)
+    evictions = sorted(now - pick.one(ages) for _ in range(count))
     state = JobState.SUSPENDED if kind == "suspended-holding" else JobState.RUNNING
     builder = (
         builder.in_state(state)
         .started(started)
         .checkpointed(checkpoint)
         .submitted(now - 400000)
-        .evicted_at(*sorted(evictions))
+        .evicted_at(*evictions)
     )
-    if draw(st.sampled_from([True] * 9 + [False])) is False:
+    if pick.one([True] * 9 + [False]) is False:
         builder = builder.not_preemptable()
     return builder.build()
 
 
-@st.composite
-def cases(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7) -> Case:
-    """A valid snapshot with a Pending preemptor ``pre`` and up to ``max_jobs`` others."""
-    policy = draw(policies())
-    nodes = draw(node_lists(max_nodes))
-    shape = draw(queue_shapes())
-    queue_names = list(shape)
-    free = {n.name: n.gpus for n in nodes}
-    jobs: list[Job] = []
-    count = draw(st.one_of(st.integers(0, max_jobs), st.integers(max_jobs // 2, max_jobs)))
-    for i in range(count):
-        job = draw(running_job(f"j{i}", queue_names, free, policy))
-        if job is not None:
-            jobs.append(job)
+def _holds(pod: Pod) -> bool:
+    return pod.node is not None and pod.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
-    largest_free = max((free[n.name] for n in nodes if n.schedulable), default=0)
-    too_big = min(largest_free + 1, 8)  # a pod that only fits after evictions, if any
-    gang_size = draw(st.sampled_from([1, 2, 2, 4, 8, too_big, too_big]))
+
+# --------------------------------------------------------------------------- cases
+
+
+def make_case(
+    pick: Pick,
+    *,
+    nodes: tuple[int, int] = (1, 6),
+    jobs: tuple[int, int] = (0, 7),
+    reclaim: bool | None = None,
+) -> Case:
+    """A valid snapshot with a Pending preemptor ``pre`` and some jobs holding GPUs.
+
+    ``reclaim=True`` leans to cross-queue plans: two or three queues, the
+    preemptor in a quieter one, its branch under its guarantee, the others
+    above theirs."""
+    lean = pick.one([False, True]) if reclaim is None else reclaim
+    policy = pick_policy(pick)
+    node_list = pick_nodes(pick, *nodes)
+    shape = pick_queue_shape(pick, at_least=2 if reclaim else 1)
+    queue_names = list(shape)
+    free = {n.name: n.gpus for n in node_list}
+    low, high = jobs
+    job_list: list[Job] = []
+    count = pick.integer(pick.one([low, (low + high + 1) // 2]), high)
+    for i in range(count):
+        job = pick_holder(pick, f"j{i}", queue_names, free, policy)
+        if job is not None:
+            job_list.append(job)
+
+    # The preemptor: often a gang that only fits after evictions, mostly one the
+    # empty cluster could hold.
+    schedulable = [n for n in node_list if n.schedulable]
+    largest = max((n.gpus for n in schedulable), default=8)
+    largest_free = max((free[n.name] for n in schedulable), default=0)
+    too_big = min(largest_free + 1, largest)
+    gang_size = pick.one([1, 2, 2, 4, 8, largest, too_big, too_big, too_big])
+    pod_count = pick.integer(1, 3)
+    if pick.integer(0, 5):
+        slots = sum(n.gpus // max(gang_size, 1) for n in schedulable)
+        pod_count = max(1, min(pod_count, slots))
     pre_pods: list[Pod] = []
-    for i in range(draw(st.integers(1, 3))):
-        gpus = gang_size if draw(st.integers(0, 4)) else draw(st.sampled_from([1, 2, 4, 8]))
+    for i in range(pod_count):
+        gpus = gang_size if pick.integer(0, 4) else pick.one([1, 2, 4, 8])
         node = None
-        if i > 0 and draw(st.sampled_from([False] * 7 + [True])):
-            node = _place(draw, free, gpus)  # a half-placed preemptor (decision 5)
+        if i > 0 and pick.one([False] * 7 + [True]):
+            node = _place(pick, free, gpus)  # a half-placed preemptor (decision 5)
         pre_pods.append(a_pod(f"{PREEMPTOR}-{i}", gpus, node))
-    busiest = max(queue_names, key=lambda q: sum(j.queue == q for j in jobs))
-    others = [q for q in queue_names if q != busiest] or queue_names
-    pre_queue = draw(st.sampled_from(queue_names + others))
+    busiest = max(queue_names, key=lambda q: sum(j.queue == q for j in job_list))
+    quieter = [q for q in queue_names if q != busiest] or queue_names
+    pre_queue = pick.one(quieter if reclaim else queue_names + quieter)
     preemptor = (
         a_job(PREEMPTOR)
         .in_queue(pre_queue)
-        .priority(draw(st.sampled_from([0, 500, 1000, 2000, 3000, 5000, 5000])))
+        .priority(pick.one([0, 500, 1000, 2000, 3000, 5000, 5000]))
         .with_pods(*pre_pods)
         .in_state(JobState.PENDING)
         .submitted(NOW - 30)
         .build()
     )
-    # Another Pending job, sometimes: it is not the preemptor we ask for.
-    if draw(st.booleans()):
-        jobs.append(
+    if pick.one([False, True]):  # another Pending job, not the one we plan for
+        job_list.append(
             a_job("waiting")
-            .in_queue(draw(st.sampled_from(queue_names)))
-            .priority(draw(st.sampled_from([0, 1000, 3000])))
-            .pending(pods=1, gpus=draw(st.sampled_from([1, 8])), submitted_at=NOW - 60)
+            .in_queue(pick.one(queue_names))
+            .priority(pick.one([0, 1000, 3000]))
+            .pending(pods=1, gpus=pick.one([1, 8]), submitted_at=NOW - 60)
             .build()
         )
-    jobs.insert(draw(st.integers(0, len(jobs))), preemptor)
+    job_list.insert(pick.integer(0, len(job_list)), preemptor)
 
-    own: dict[str, int] = dict.fromkeys(queue_names, 0)
-    for job in jobs:
+    own = dict.fromkeys(queue_names, 0)
+    for job in job_list:
         own[job.queue] += sum(p.gpus for p in job.pods if _holds(p))
     usage = dict.fromkeys(queue_names, 0)
     need = dict.fromkeys(queue_names, 0)
@@ -259,10 +321,27 @@ def cases(draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7) -> Case:
             if name == pre_queue:
                 need[cursor] += to_place
             cursor = shape[cursor]
-    queues = draw(queues_around(shape, usage, need, lean_to_reclaim=draw(st.booleans())))
-    snapshot = a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=jobs, policy=policy)
+    queues = pick_queues(pick, shape, usage, need, lean_to_reclaim=lean)
+    snapshot = a_snapshot(now=NOW, nodes=node_list, queues=queues, jobs=job_list, policy=policy)
     return Case(snapshot, PREEMPTOR)
 
 
-def _holds(pod: Pod) -> bool:
-    return pod.node is not None and pod.phase not in (PodPhase.SUCCEEDED, PodPhase.FAILED)
+@st.composite
+def cases(
+    draw: st.DrawFn, max_nodes: int = 6, max_jobs: int = 7, *, reclaim: bool | None = None
+) -> Case:
+    """Hypothesis strategy for :func:`make_case` (it shrinks to small clusters)."""
+    return make_case(
+        _HypothesisPick(draw), nodes=(1, max_nodes), jobs=(0, max_jobs), reclaim=reclaim
+    )
+
+
+def any_cases() -> st.SearchStrategy[Case]:
+    """Cases of every kind, a third of them leaning to reclaim."""
+    return st.one_of(cases(), cases(), cases(reclaim=True))
+
+
+def seeded_case(seed: int) -> Case:
+    """A fixed case from ``seed``: fuller clusters (2-6 nodes, 3-7 other jobs)."""
+    pick = _RandomPick(seed)
+    return make_case(pick, nodes=(2, 6), jobs=(3, 7), reclaim=pick.one([None, True]))
