@@ -130,6 +130,16 @@ class JobBuilder:
             started_at=None,
         )
 
+    def pending_gang(self, *gpus: int) -> Self:
+        """Pending, one unplaced pod per entry of ``gpus`` (pods of different sizes)."""
+        sized = self.pending(pods=len(gpus))
+        return replace(
+            sized,
+            pods=tuple(
+                p.model_copy(update={"gpus": g}) for p, g in zip(sized.pods, gpus, strict=True)
+            ),
+        )
+
     def with_pods(self, *pods: Pod) -> Self:
         """Explicit pods, for the odd cases (half-placed gangs, finished pods)."""
         return replace(self, pods=tuple(pods))

@@ -7,6 +7,7 @@ than ``min_available`` would be left running, the whole job goes.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from gpuyield.agents.planner.session import CandidateFacts
@@ -31,13 +32,35 @@ def is_whole(candidate: CandidateFacts, evicted: frozenset[int]) -> bool:
 
 
 def reprieves(candidate: CandidateFacts, evicted: frozenset[int]) -> Iterator[frozenset[int]]:
-    """The single-step reductions of readings 0001 §9, most generous first.
+    """Smaller gang-valid subsets of ``evicted`` to try before accepting a plan (0001 §9).
 
-    Spare the job entirely, then spare one evicted pod where the job still
-    keeps its gang afterwards (pods in name order).
+    Spare the job entirely, then keep one more pod where the gang allows it.
+    For a whole-job eviction of an elastic job that loses nothing, also the
+    largest surplus-only subsets (exactly ``min_available`` pods kept running,
+    interchangeable pods collapsed): with lost work above zero a smaller
+    subset is strictly cheaper and the search itself prefers it, but at zero
+    cost only this check keeps a needless whole-job eviction out.
     """
     yield frozenset()
     for pod in sorted(evicted):
         smaller = evicted - {pod}
         if smaller and keeps_gang(candidate, smaller):
             yield smaller
+    if (
+        is_whole(candidate, evicted)
+        and candidate.lost_per_gpu_s == 0.0
+        and 0 < candidate.min_running < len(candidate.pods)
+    ):
+        seen: set[tuple[tuple[str, int], ...]] = set()
+        for kept in itertools.islice(
+            itertools.combinations(range(len(candidate.pods)), candidate.min_running),
+            MAX_SURPLUS_SUBSETS,
+        ):
+            shape = tuple(sorted((candidate.pods[k].node, candidate.pods[k].gpus) for k in kept))
+            if shape not in seen:
+                seen.add(shape)
+                yield evicted - frozenset(kept)
+
+
+MAX_SURPLUS_SUBSETS = 512
+"""Cap on the surplus-only subsets tried for one zero-cost whole-job eviction."""

@@ -32,7 +32,7 @@ class InCooldown:
         cooldown = session.snapshot.policy.cooldown_s
         if started is None:
             return Verdict(True, "never started: no cooldown")
-        age = session.now - started
+        age = max(0.0, session.now - started)  # clock skew counts as no time (0001 §2)
         if age < cooldown:
             return Verdict(
                 False, "in cooldown: started {:.0f} s ago, cooldown is {:.0f} s", (age, cooldown)

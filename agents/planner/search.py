@@ -23,11 +23,12 @@ the best plan found so far is returned and ``exhausted`` says so.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
@@ -96,6 +97,19 @@ class _SizeTable:
     extra: tuple[tuple[float, str], ...]  # (lost bound of one more slot, node), sorted
 
 
+@dataclass(slots=True)
+class _RepairFrame:
+    """Where the repair walk stands at one state: which rank, which option next."""
+
+    state: State
+    found: list[QueueViolation]
+    ranks: tuple[int, ...]
+    next_rank: int = 0
+    rank: int = 0
+    options: list[Changes] = field(default_factory=list)
+    option: int = 0
+
+
 class Search:
     """One run of the branch and bound over a session's eligible candidates."""
 
@@ -116,7 +130,12 @@ class Search:
         self.repair_order = tuple(
             sorted(self.eligible, key=lambda i: (session.candidates[i].lost_per_gpu_s, i))
         )
-        self.repaired: dict[frozenset[tuple[int, frozenset[int]]], int] = {}
+        # For each queue, the repair ranks of the eligible candidates in its subtree.
+        subtree_ranks: dict[str, list[int]] = {}
+        for rank, i in enumerate(self.repair_order):
+            for queue in session.tree.ancestors[session.candidates[i].queue]:
+                subtree_ranks.setdefault(queue, []).append(rank)
+        self.subtree_ranks = {q: tuple(r) for q, r in subtree_ranks.items()}
         self.node_index = {n: i for i, n in enumerate(session.node_names)}
         groups: dict[str, dict[tuple[int, int], list[int]]] = {}
         for i in self.eligible:
@@ -195,38 +214,74 @@ class Search:
             if self.budget.exhausted or self._dominated(state):
                 return
 
-    def _repair(self, state: State) -> None:
-        key = frozenset((c, pods) for c, pods in state.evicted.items() if pods)
-        if self.repaired.get(key, len(self.repair_order) + 1) <= state.repair_from:
-            return  # the same evictions, already repaired with at least these choices open
-        self.repaired[key] = state.repair_from
+    def _repair(self, root: State) -> None:
+        """Fix the queue rules that more evictions can fix, cheapest GPUs first.
+
+        A knapsack-style branch and bound over the candidates in
+        ``repair_order`` (lowest loss rate first): at each rank from
+        ``repair_from`` on, either take more of that candidate (the whole
+        job, or one more surplus pod) and continue from the same rank, or
+        pass it by. Before each rank, the fractional bound over what is left
+        from there cuts what cannot beat the best plan. A repair can take
+        thousands of victims, so the depth-first walk keeps its own stack.
+        """
+        first = self._open_repair(root)
+        stack = [first] if first is not None else []
+        while stack:
+            frame = stack[-1]
+            child = None
+            if not self.budget.exhausted and not self._dominated(frame.state):
+                child = self._next_repair(frame)
+            if child is None:
+                stack.pop()
+                continue
+            opened = self._open_repair(child)
+            if opened is not None:
+                stack.append(opened)
+
+    def _open_repair(self, state: State) -> _RepairFrame | None:
+        """A frame to branch from, or None when ``state`` is a leaf or a dead end."""
+        if not self.budget.tick():
+            return None
         found = violations(self.s, state.evicted_by_queue, self._reclaimed_from(state))
         if not found:
             self._leaf(state)
-            return
+            return None
         if any(not v.repairable for v in found):
-            return
-        if self._beyond_best(state, 0, self._repair_bound(state, found)):
-            return
-        offending = {v.queue for v in found}
-        options: list[tuple[DeltaCost, int, tuple[str, ...], Changes]] = []
-        for rank in range(state.repair_from, len(self.repair_order)):
-            i = self.repair_order[rank]
-            cand = self.s.candidates[i]
-            if offending.isdisjoint(self.s.tree.ancestors[cand.queue]):
-                continue
-            for changes in self._repair_options(cand, state.evicted.get(i, frozenset())):
-                options.append((self._delta(state, changes), rank, self._names(changes), changes))
-        options.sort(key=lambda o: (o[0], o[1], o[2]))
-        for _, rank, _, changes in options:
-            if not self.budget.tick():
-                return
-            child = self._evict(state, changes)
-            if self._dominated(child) or self._broken(child):
-                continue
-            self._repair(replace(child, repair_from=rank))
-            if self.budget.exhausted or self._dominated(state):
-                return
+            return None
+        ranks = sorted(
+            {
+                r
+                for v in found
+                for r in self.subtree_ranks.get(v.queue, ())
+                if r >= state.repair_from
+            }
+        )
+        return _RepairFrame(state, found, tuple(ranks))
+
+    def _next_repair(self, frame: _RepairFrame) -> State | None:
+        """The next child of ``frame`` worth exploring, or None when it has no more."""
+        state = frame.state
+        while True:
+            if frame.option < len(frame.options):
+                changes = frame.options[frame.option]
+                frame.option += 1
+                if not self.budget.tick():
+                    return None
+                child = self._evict(state, changes)
+                if self._dominated(child) or self._broken(child):
+                    continue
+                return replace(child, repair_from=frame.rank)
+            if frame.next_rank >= len(frame.ranks):
+                return None
+            frame.rank = frame.ranks[frame.next_rank]
+            frame.next_rank += 1
+            if self._beyond_best(state, 0, self._repair_bound(state, frame.found, frame.rank)):
+                return None
+            i = self.repair_order[frame.rank]
+            options = self._repair_options(self.s.candidates[i], state.evicted.get(i, frozenset()))
+            options.sort(key=lambda changes: (self._delta(state, changes), self._names(changes)))
+            frame.options, frame.option = options, 0
 
     # -- children --------------------------------------------------------------
 
@@ -253,30 +308,40 @@ class Search:
         ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
         idle_seen: set[tuple[int, int, bool]] = set()
 
-        def offer(node_i: int, free: int) -> None:
-            node = names[node_i]
-            near = group_of[node] in placed_groups
-            if node not in self.groups:
-                # Nodes with no candidate pods and the same room are interchangeable.
-                twin = (free, node_gpus[node], near)
-                if twin in idle_seen:
-                    return
-                idle_seen.add(twin)
-            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
-
-        for node_i in table.ready:
-            if node_i >= first and names[node_i] not in changed:
-                offer(node_i, self.s.node_free[names[node_i]])
-        bounds = [b for b in table.bounds if b[2] >= first and names[b[2]] not in changed]
+        # A node's protected bound is 1 only while no protected job is a victim yet:
+        # once one is, more of its pods cost no further protected victim.
+        count_protected = state.protected == 0
+        fits: list[tuple[int, int]] = [
+            (node_i, self.s.node_free[names[node_i]])
+            for node_i in table.ready
+            if node_i >= first and names[node_i] not in changed
+        ]
+        bounds = [
+            b if count_protected else (0, b[1], b[2])
+            for b in table.bounds
+            if b[2] >= first and names[b[2]] not in changed
+        ]
         for node, free in changed.items():
             node_i = self.node_index[node]
             if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
                 continue
             if free >= gpus:
-                offer(node_i, free)
+                fits.append((node_i, free))
             elif node in self.node_bound:
                 protected, rate = self.node_bound[node]
-                bounds.append((protected, (gpus - free) * rate, node_i))
+                bounds.append((protected if count_protected else 0, (gpus - free) * rate, node_i))
+        fits.sort()
+        for node_i, free in fits:
+            node = names[node_i]
+            near = group_of[node] in placed_groups
+            if node not in self.groups:
+                # Nodes with no candidate pods and the same room are interchangeable;
+                # the first in node order keeps the most room for identical pods.
+                twin = (free, node_gpus[node], near)
+                if twin in idle_seen:
+                    continue
+                idle_seen.add(twin)
+            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
         if gpus == 0:
             ready.sort(key=lambda r: (r[0], r[1]))
             for _, _, _, node_i, changes in ready[:1]:
@@ -410,29 +475,32 @@ class Search:
                 out.append((changes, freed))
         return out
 
-    def _repair_bound(self, state: State, found: list[QueueViolation]) -> float:
+    def _repair_bound(
+        self, state: State, found: list[QueueViolation], start: int | None = None
+    ) -> float:
         """Lower bound on the lost work of repairing every violation; inf if impossible.
 
         A queue over its bound by D GPUs needs D more GPUs evicted in its
-        subtree. Taking the D cheapest GPUs there, as if jobs could be split
-        (the fractional knapsack), never costs more than a real repair.
+        subtree from the candidates still open (rank ``repair_from`` on).
+        Taking the D cheapest of them, as if jobs could be split (the
+        fractional knapsack), never costs more than a real repair.
         """
         bound = 0.0
         for violation in found:
-            offers: list[tuple[float, int]] = []
-            for i in self.repair_order[state.repair_from :]:
-                cand = self.s.candidates[i]
-                if violation.queue not in self.s.tree.ancestors[cand.queue]:
-                    continue
-                taken = state.evicted.get(i, frozenset())
-                left = sum(p.gpus for k, p in enumerate(cand.pods) if k not in taken)
-                if left:
-                    offers.append((cand.lost_per_gpu_s, left))
-            offers.sort()
+            ranks = self.subtree_ranks.get(violation.queue, ())
             need, lost = violation.excess, 0.0
-            for rate, gpus in offers:
-                take = min(need, gpus)
-                lost += take * rate
+            first = state.repair_from if start is None else start
+            for rank in ranks[bisect.bisect_left(ranks, first) :]:
+                i = self.repair_order[rank]
+                cand = self.s.candidates[i]
+                taken = state.evicted.get(i)
+                left = cand.gpus
+                if taken:
+                    left -= sum(cand.pods[k].gpus for k in taken)
+                if left <= 0:
+                    continue
+                take = min(need, left)
+                lost += take * cand.lost_per_gpu_s
                 need -= take
                 if need <= 0:
                     break

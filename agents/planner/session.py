@@ -44,18 +44,15 @@ class CandidateFacts:
     w_eff: float
     lost_per_gpu_s: float
     same_queue: bool
+    name: str = ""
+    queue: str = ""
+    gpus: int = 0
 
-    @property
-    def name(self) -> str:
-        return self.job.name
-
-    @property
-    def queue(self) -> str:
-        return self.job.queue
-
-    @property
-    def gpus(self) -> int:
-        return sum(p.gpus for p in self.pods)
+    def __post_init__(self) -> None:
+        # Plain attributes: the search reads these millions of times on big clusters.
+        self.name = self.job.name
+        self.queue = self.job.queue
+        self.gpus = sum(p.gpus for p in self.pods)
 
     @property
     def surplus(self) -> int:
@@ -92,8 +89,8 @@ class PlanningSession:
 
     @property
     def queue(self) -> str:
-        assert self.preemptor is not None
-        return self.preemptor.queue
+        """The preemptor's queue (the session is only searched with a preemptor)."""
+        return self.preemptor.queue if self.preemptor is not None else ""
 
     @classmethod
     def open(cls, snapshot: Snapshot, preemptor: str | None = None) -> PlanningSession:

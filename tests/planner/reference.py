@@ -16,6 +16,7 @@ reading N" its precise reading N, "D N" decision N of our design doc.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,8 +240,7 @@ class _Problem:
             if rel.kind == "preempt" and not weight < self.w_pre:  # C rule 2
                 continue
             if rel.kind == "reclaim" and not all(  # C rule 3, reading 6: before the plan
-                self.queues[v].reclaimable
-                and self.usage_before[v] > self.queues[v].guarantee.gpu
+                self.queues[v].reclaimable and self.usage_before[v] > self.queues[v].guarantee.gpu
                 for v in rel.v_branch
             ):
                 continue
@@ -294,16 +294,20 @@ class _Problem:
         return packs(self.to_place, capacities)
 
     def minimal(self, evicted: frozenset[str]) -> bool:
-        """D 9: no victim job can be spared entirely, and no evicted pod can be
-        spared where gang integrity allows it, with the plan staying feasible."""
+        """D 9: no feasible plan evicts a smaller gang-valid subset of one victim's
+        evicted pods, the other victims unchanged (sparing a whole job is the
+        empty subset); self.feasible rejects what gang integrity forbids."""
         by_job: dict[str, set[str]] = {}
         for name in evicted:
             by_job.setdefault(self.job_of_pod[name].name, set()).add(name)
         for pods in by_job.values():
-            if self.feasible(evicted - pods):
-                return False
-        # Sparing one pod; self.feasible rejects what gang integrity forbids.
-        return not any(self.feasible(evicted - {name}) for name in evicted)
+            others = evicted - pods
+            ordered = sorted(pods)
+            for size in range(len(ordered)):
+                for kept in itertools.combinations(ordered, size):
+                    if self.feasible(others | frozenset(kept)):
+                        return False
+        return True
 
     def key(self, evicted: frozenset[str]) -> tuple[int, float, int, float, list[str], list[str]]:
         """C "What the plan minimises", C reading 7, D 7 and D 8."""

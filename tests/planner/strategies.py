@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
+from builders import NOW, a_job, a_node, a_pod, a_queue, a_snapshot
 from hypothesis import settings
 from hypothesis import strategies as st
 
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Policy, Queue, Snapshot
-
-from builders import NOW, a_job, a_node, a_pod, a_queue, a_snapshot
 
 PREEMPTOR = "pre"
 
@@ -38,7 +37,7 @@ T = TypeVar("T")
 
 def examples(count: int) -> int:
     """``count`` scaled by the active profile (``dev`` runs five times as many)."""
-    return max(1, count * settings.default.max_examples // 100)
+    return max(1, count * settings().max_examples // 100)
 
 
 @dataclass(frozen=True)
