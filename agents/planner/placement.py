@@ -29,69 +29,96 @@ def fit_key(
 def pack(
     session: PlanningSession,
     pods: Sequence[PodToPlace],
-    free_of: Callable[[str], int],
+    freed: Mapping[str, int],
     tick: Callable[[], bool],
     fixed: Mapping[str, str] | None = None,
 ) -> dict[str, str] | None:
     """Place every pod, or None when no placement exists (or ``tick`` says stop).
 
-    ``fixed`` is tried first as a whole: when it is still valid it is kept, so
-    a plan's placement does not move for no reason.
+    ``freed`` adds GPUs to the snapshot's free GPUs on some nodes. ``fixed``
+    is tried first as a whole: when it is still valid it is kept, so a plan's
+    placement does not move for no reason. Otherwise feasibility is decided
+    on how many nodes have each amount of free GPUs (nodes with the same room
+    are interchangeable), then pods are given concrete nodes in name order.
     """
-    free = {n: free_of(n) for n in session.node_names if session.node_schedulable[n]}
-    if fixed is not None and _fits(session, pods, free, fixed):
+
+    def free_of(node: str) -> int:
+        return session.node_free[node] + freed.get(node, 0)
+
+    if fixed is not None and _fits(session, pods, free_of, fixed):
         return dict(fixed)
+    counts = dict(session.free_counts)
+    for node, more in freed.items():
+        if more and session.node_schedulable[node]:
+            base = session.node_free[node]
+            counts[base] -= 1
+            counts[base + more] = counts.get(base + more, 0) + 1
+    sizes: list[int] = []
+    if not _assign(pods, 0, counts, sizes, tick):
+        return None
+    return _materialise(session, pods, sizes, freed)
+
+
+def _assign(
+    pods: Sequence[PodToPlace],
+    i: int,
+    counts: dict[int, int],
+    sizes: list[int],
+    tick: Callable[[], bool],
+) -> bool:
+    """Choose, for each pod, the free amount of the node it goes to (best fit first)."""
+    if i == len(pods):
+        return True
+    gpus = pods[i].gpus
+    for free in sorted(f for f, n in counts.items() if n > 0 and f >= gpus):
+        if not tick():
+            return False
+        counts[free] -= 1
+        counts[free - gpus] = counts.get(free - gpus, 0) + 1
+        sizes.append(free)
+        if _assign(pods, i + 1, counts, sizes, tick):
+            return True
+        sizes.pop()
+        counts[free - gpus] -= 1
+        counts[free] += 1
+    return False
+
+
+def _materialise(
+    session: PlanningSession,
+    pods: Sequence[PodToPlace],
+    sizes: Sequence[int],
+    freed: Mapping[str, int],
+) -> dict[str, str]:
+    """Concrete nodes for pods whose free amounts were chosen by ``_assign``."""
+    current = {n: session.node_free[n] + more for n, more in freed.items() if more}
     placement: dict[str, str] = {}
-    if _place(session, pods, 0, free, placement, tick):
-        return placement
-    return None
+    for pod, free in zip(pods, sizes, strict=True):
+        node = min(
+            (n for n, f in current.items() if f == free and session.node_schedulable[n]),
+            default=None,
+        )
+        if node is None:
+            node = next(n for n in session.free_buckets.get(free, ()) if n not in current)
+        placement[pod.name] = node
+        current[node] = free - pod.gpus
+    return placement
 
 
 def _fits(
     session: PlanningSession,
     pods: Sequence[PodToPlace],
-    free: Mapping[str, int],
+    free_of: Callable[[str], int],
     placement: Mapping[str, str],
 ) -> bool:
-    left = dict(free)
+    left: dict[str, int] = {}
     for pod in pods:
         node = placement.get(pod.name)
-        if node is None or node not in left or not can_host(session, node, pod.gpus):
+        if node is None or node not in session.node_gpus or not can_host(session, node, pod.gpus):
             return False
+        if node not in left:
+            left[node] = free_of(node)
         left[node] -= pod.gpus
         if left[node] < 0:
             return False
     return True
-
-
-def _place(
-    session: PlanningSession,
-    pods: Sequence[PodToPlace],
-    i: int,
-    free: dict[str, int],
-    placement: dict[str, str],
-    tick: Callable[[], bool],
-) -> bool:
-    if i == len(pods):
-        return True
-    pod = pods[i]
-    groups = frozenset(session.node_group[n] for n in placement.values())
-    options = sorted(
-        (fit_key(session, n, f, pod.gpus, groups), n)
-        for n, f in free.items()
-        if f >= pod.gpus and session.node_gpus[n] >= pod.gpus
-    )
-    tried: set[int] = set()
-    for _, node in options:
-        if free[node] in tried:
-            continue
-        tried.add(free[node])
-        if not tick():
-            return False
-        free[node] -= pod.gpus
-        placement[pod.name] = node
-        if _place(session, pods, i + 1, free, placement, tick):
-            return True
-        free[node] += pod.gpus
-        del placement[pod.name]
-    return False

@@ -70,6 +70,8 @@ class State:
     weight: float = 0.0
     last_node: int = 0
     repair_from: int = 0
+    reclaimed: frozenset[str] = frozenset()  # queues of the cross-queue victims
+    partial: frozenset[int] = frozenset()  # victims that keep some of their pods
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,23 @@ class Search:
             for queue in session.tree.ancestors[session.candidates[i].queue]:
                 subtree_ranks.setdefault(queue, []).append(rank)
         self.subtree_ranks = {q: tuple(r) for q, r in subtree_ranks.items()}
+        # Per queue: its subtree's ranks, and prefix sums of their GPUs and lost work.
+        self.subtree_prefix: dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]]
+        self.subtree_prefix = {}
+        for queue, ranks in self.subtree_ranks.items():
+            gpus, lost = [0], [0.0]
+            for rank in ranks:
+                cand = session.candidates[self.repair_order[rank]]
+                gpus.append(gpus[-1] + cand.gpus)
+                lost.append(lost[-1] + cand.gpus * cand.lost_per_gpu_s)
+            self.subtree_prefix[queue] = (ranks, tuple(gpus), tuple(lost))
+        # Per queue: prefix sums of its subtree's candidates' GPUs, biggest first.
+        self.subtree_biggest: dict[str, tuple[int, ...]] = {}
+        for queue, ranks in self.subtree_ranks.items():
+            sizes = sorted(
+                (session.candidates[self.repair_order[r]].gpus for r in ranks), reverse=True
+            )
+            self.subtree_biggest[queue] = tuple(itertools.accumulate(sizes, initial=0))
         self.node_index = {n: i for i, n in enumerate(session.node_names)}
         groups: dict[str, dict[tuple[int, int], list[int]]] = {}
         for i in self.eligible:
@@ -195,12 +214,11 @@ class Search:
         if i == len(pods):
             self._repair(state)
             return
-        for changes, node, node_i in self._children(state, i):
+        for child, node, node_i in self._children(state, i):
             if not self.budget.tick():
                 return
-            child = self._evict(state, changes) if changes else state
-            if changes and (self._dominated(child) or self._unrepairable(child)):
-                continue
+            if child is not state and self._dominated(child):
+                continue  # the best plan improved since this child was ranked
             gpus = pods[i].gpus
             free = dict(child.free)
             free[node] = self._free(child, node) - gpus
@@ -276,7 +294,7 @@ class Search:
                 return None
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
-            if self._beyond_best(state, 0, self._repair_bound(state, frame.found, frame.rank)):
+            if self._beyond_best(state, 0, *self._repair_bound(state, frame.found, frame.rank)):
                 return None
             i = self.repair_order[frame.rank]
             options = self._repair_options(self.s.candidates[i], state.evicted.get(i, frozenset()))
@@ -285,7 +303,7 @@ class Search:
 
     # -- children --------------------------------------------------------------
 
-    def _children(self, state: State, i: int) -> Iterator[tuple[Changes, str, int]]:
+    def _children(self, state: State, i: int) -> Iterator[tuple[State, str, int]]:
         """Placements of pod ``i``, cheapest first, evaluated lazily.
 
         Each node gets a lower bound first (the GPUs it lacks times the lowest
@@ -305,7 +323,7 @@ class Search:
         gpus, table, changed = pod.gpus, self.tables[pod.gpus], state.free
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
         names, node_gpus, group_of = s.node_names, s.node_gpus, s.node_group
-        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
+        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, State]] = []
         idle_seen: set[tuple[int, int, bool]] = set()
 
         # A node's protected bound is 1 only while no protected job is a victim yet:
@@ -341,29 +359,36 @@ class Search:
                 if twin in idle_seen:
                     continue
                 idle_seen.add(twin)
-            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
+            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, state))
         if gpus == 0:
             ready.sort(key=lambda r: (r[0], r[1]))
-            for _, _, _, node_i, changes in ready[:1]:
-                yield changes, names[node_i], node_i
+            for _, _, _, node_i, child in ready[:1]:
+                yield child, names[node_i], node_i
             return
         heapq.heapify(ready)
         bounds.sort()
         for protected, lost, node_i in bounds:
-            while ready and (ready[0][0][0], ready[0][0][1]) < (protected, lost):
-                _, _, _, at, changes = heapq.heappop(ready)
-                yield changes, names[at], at
+            while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
+                _, _, _, at, child = heapq.heappop(ready)
+                yield child, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
             node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
+                child = self._evict(state, changes)
+                if self._dominated(child):
+                    continue
+                repair = self._repair_floor(child)
+                if repair is None:
+                    continue
+                d_protected, d_lost, d_victims, d_weight = self._delta(state, changes)
+                key = (d_protected, d_lost + repair[0], d_victims + repair[1], d_weight)
                 fit = fit_key(s, node, free + freed, gpus, placed_groups)
-                entry = (self._delta(state, changes), fit, self._names(changes), node_i, changes)
-                heapq.heappush(ready, entry)
+                heapq.heappush(ready, (key, fit, self._names(changes), node_i, child))
         while ready:
-            _, _, _, at, changes = heapq.heappop(ready)
-            yield changes, names[at], at
+            _, _, _, at, child = heapq.heappop(ready)
+            yield child, names[at], at
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.
@@ -395,30 +420,40 @@ class Search:
             if slots >= count:
                 continue
             short = count - slots
-            cheapest = heapq.nsmallest(
-                short,
-                itertools.chain(
-                    fresh,
-                    (v for v, node in table.extra if node not in state.free),
-                ),
-            )
+            fresh.sort()
+            cheapest: list[float] = []
+            k = 0
+            for value, node in table.extra:  # sorted: stop once enough are taken
+                if len(cheapest) >= short:
+                    break
+                if node in state.free:
+                    continue
+                while k < len(fresh) and fresh[k] <= value and len(cheapest) < short:
+                    cheapest.append(fresh[k])
+                    k += 1
+                if len(cheapest) < short:
+                    cheapest.append(value)
+            cheapest.extend(fresh[k : k + short - len(cheapest)])
             if len(cheapest) < short:
                 return math.inf
             bound = max(bound, math.fsum(cheapest))
         return bound
 
-    def _beyond_best(self, state: State, protected: int, lost: float) -> bool:
-        """No child with this lower bound can beat the best plan found."""
+    def _beyond_best(self, state: State, protected: int, lost: float, victims: int = 0) -> bool:
+        """No plan below ``state`` can beat the best: it adds at least these amounts."""
         if lost == math.inf:
             return True
         if self.best is None:
             return False
         best = self.best.cost
+        if state.protected + protected != best.protected:
+            return state.protected + protected > best.protected
         slack = 1e-9 * max(1.0, abs(best.lost_gpu_seconds))
-        return (state.protected + protected, state.lost + lost - slack) > (
-            best.protected,
-            best.lost_gpu_seconds,
-        )
+        floor = state.lost + lost
+        if floor > best.lost_gpu_seconds + slack:
+            return True
+        # Lost work at least the best's: then more victims than the best loses too.
+        return floor >= best.lost_gpu_seconds - slack and state.victims + victims > best.victim_jobs
 
     def _room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
         """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there.
@@ -477,37 +512,41 @@ class Search:
 
     def _repair_bound(
         self, state: State, found: list[QueueViolation], start: int | None = None
-    ) -> float:
-        """Lower bound on the lost work of repairing every violation; inf if impossible.
+    ) -> tuple[float, int]:
+        """Lower bounds on the lost work and new victims of repairing every violation.
 
         A queue over its bound by D GPUs needs D more GPUs evicted in its
         subtree from the candidates still open (rank ``repair_from`` on).
         Taking the D cheapest of them, as if jobs could be split (the
-        fractional knapsack), never costs more than a real repair.
+        fractional knapsack), never costs more than a real repair; GPUs
+        already evicted are counted as still on offer, which only lowers the
+        bound, so it comes from prefix sums in logarithmic time. New victims:
+        what today's victims there still hold goes first, then the biggest
+        jobs. Infinite lost work when the subtree cannot cover D at all.
         """
-        bound = 0.0
+        first = state.repair_from if start is None else start
+        lost_bound, victims_bound = 0.0, 0
         for violation in found:
-            ranks = self.subtree_ranks.get(violation.queue, ())
-            need, lost = violation.excess, 0.0
-            first = state.repair_from if start is None else start
-            for rank in ranks[bisect.bisect_left(ranks, first) :]:
-                i = self.repair_order[rank]
-                cand = self.s.candidates[i]
-                taken = state.evicted.get(i)
-                left = cand.gpus
-                if taken:
-                    left -= sum(cand.pods[k].gpus for k in taken)
-                if left <= 0:
-                    continue
-                take = min(need, left)
-                lost += take * cand.lost_per_gpu_s
-                need -= take
-                if need <= 0:
-                    break
-            if need > 0:
-                return math.inf
-            bound = max(bound, lost)
-        return bound
+            ranks, gpus, lost = self.subtree_prefix.get(violation.queue, ((), (0,), (0.0,)))
+            at = bisect.bisect_left(ranks, first)
+            target = gpus[at] + violation.excess
+            if target > gpus[-1]:
+                return math.inf, 0
+            end = bisect.bisect_left(gpus, target)  # the candidate that covers the need
+            rate = self.s.candidates[self.repair_order[ranks[end - 1]]].lost_per_gpu_s
+            partial = (target - gpus[end - 1]) * rate
+            lost_bound = max(lost_bound, lost[end - 1] - lost[at] + partial)
+            still_held = 0
+            for c in state.partial:
+                cand = self.s.candidates[c]
+                if violation.queue in self.s.tree.ancestors[cand.queue]:
+                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in state.evicted[c])
+            biggest = self.subtree_biggest.get(violation.queue, (0,))
+            victims_bound = max(
+                victims_bound,
+                bisect.bisect_left(biggest, violation.excess - still_held),
+            )
+        return lost_bound, victims_bound
 
     def _repair_options(self, cand: CandidateFacts, taken: frozenset[int]) -> list[Changes]:
         if is_whole(cand, taken):
@@ -558,31 +597,47 @@ class Search:
                 free[pod.node] = free.get(pod.node, self.s.node_free[pod.node]) + pod.gpus
                 by_queue[cand.queue] = by_queue.get(cand.queue, 0) + pod.gpus
             evicted[c] = new
+        reclaimed, partial = state.reclaimed, state.partial
+        for c, new in changes.items():
+            cand = self.s.candidates[c]
+            if not cand.same_queue and cand.queue not in reclaimed:
+                reclaimed = reclaimed | {cand.queue}
+            if len(new) < len(cand.pods):
+                partial = partial | {c}
+            elif c in partial:
+                partial = partial - {c}
         return replace(
             state,
             evicted=evicted,
             free=free,
             evicted_by_queue=by_queue,
+            reclaimed=reclaimed,
+            partial=partial,
             protected=state.protected + protected,
             lost=state.lost + lost,
             victims=state.victims + victims,
             weight=state.weight + weight,
         )
 
-    def _reclaimed_from(self, state: State) -> set[str]:
-        return {
-            self.s.candidates[c].queue
-            for c, pods in state.evicted.items()
-            if pods and not self.s.candidates[c].same_queue
-        }
+    def _reclaimed_from(self, state: State) -> frozenset[str]:
+        return state.reclaimed
 
-    def _unrepairable(self, state: State) -> bool:
-        """Broken for good, or repairing the queues would cost more than the best plan."""
-        reclaimed = self._reclaimed_from(state)
-        found = violations(self.s, state.evicted_by_queue, reclaimed)
+    def _repair_floor(self, state: State) -> tuple[float, int] | None:
+        """What repairing ``state``'s queue rules must at least cost, or None if hopeless.
+
+        None when a rule is broken for good (a victim's queue below its
+        guarantee), the subtree cannot cover the excess, or the repair alone
+        would already lose to the best plan.
+        """
+        found = violations(self.s, state.evicted_by_queue, state.reclaimed)
+        if not found:
+            return (0.0, 0)
         if any(not v.repairable for v in found):
-            return True
-        return bool(found) and self._beyond_best(state, 0, self._repair_bound(state, found))
+            return None
+        lost, victims = self._repair_bound(state, found)
+        if self._beyond_best(state, 0, lost, victims):
+            return None
+        return (lost, victims)
 
     def _broken(self, state: State) -> bool:
         """A rule that more evictions cannot repair is already broken."""
@@ -610,55 +665,96 @@ class Search:
             return True
         if state.lost < best.lost_gpu_seconds - slack:
             return False
-        return state.victims > best.victim_jobs
+        if state.victims != best.victim_jobs:
+            return state.victims > best.victim_jobs
+        # Same victims count: more victims can only follow, so a higher W_eff sum is final.
+        return state.weight > best.victim_weight + 1e-9 * max(1.0, abs(best.victim_weight))
 
     # -- leaves --------------------------------------------------------------
 
     def _leaf(self, state: State) -> None:
-        evicted = {c: pods for c, pods in state.evicted.items() if pods}
-        placement: dict[str, str] | None = dict(state.placement)
-        assert placement is not None
-        reduced = True
-        while reduced:
-            reduced = False
-            for c in sorted(evicted, key=lambda c: self.s.candidates[c].name):
-                for smaller in reprieves(self.s.candidates[c], evicted[c]):
-                    trial = dict(evicted)
-                    if smaller:
-                        trial[c] = smaller
-                    else:
-                        del trial[c]
-                    fits = self._feasible(trial, placement)
-                    if fits is not None:
-                        evicted, placement, reduced = trial, fits, True
-                        break
-                if reduced or self.budget.exhausted:
-                    break
-        cost = cost_of(self.s, evicted, self.protected)
-        if self.best is None or cost < self.best.cost:
-            self.best = Found(cost, evicted, placement)
+        """Reduce a feasible plan to a minimal one (0001 §9), then keep it if it is the best.
 
-    def _feasible(
-        self, evicted: Mapping[int, frozenset[int]], placement: Mapping[str, str]
-    ) -> dict[str, str] | None:
-        """The placement under ``evicted`` if the plan is valid, else None."""
-        by_queue: dict[str, int] = {}
-        freed: dict[str, int] = {}
-        reclaimed: set[str] = set()
-        for c, pods in evicted.items():
-            cand = self.s.candidates[c]
-            if not cand.same_queue:
-                reclaimed.add(cand.queue)
-            for p in pods:
-                pod = cand.pods[p]
-                by_queue[cand.queue] = by_queue.get(cand.queue, 0) + pod.gpus
-                freed[pod.node] = freed.get(pod.node, 0) + pod.gpus
-        if violations(self.s, by_queue, reclaimed):
+        Victims are spared in name order, each as far as it can be, in passes
+        until none can; the accounting is updated as pods are spared rather
+        than recomputed for every trial.
+        """
+        plan = _LeafPlan.of(self.s, state)
+        changed = True
+        while changed:
+            changed = False
+            for c in sorted(plan.evicted, key=lambda c: self.s.candidates[c].name):
+                smaller_plan = self._spare(plan, c)
+                if smaller_plan is not None:
+                    plan, changed = smaller_plan, True
+            changed = changed and not self.budget.exhausted
+        cost = cost_of(self.s, plan.evicted, self.protected)
+        if self.best is None or cost < self.best.cost:
+            self.best = Found(cost, dict(plan.evicted), dict(plan.placement))
+
+    def _spare(self, plan: _LeafPlan, c: int) -> _LeafPlan | None:
+        """``plan`` with victim ``c`` spared as far as it stays feasible, or None."""
+        if c not in plan.evicted:
             return None
-        return pack(
-            self.s,
-            self.s.to_place,
-            lambda n: self.s.node_free[n] + freed.get(n, 0),
-            self.budget.tick,
-            fixed=placement,
+        for smaller in reprieves(self.s.candidates[c], plan.evicted[c]):
+            if not self.budget.tick():
+                return None
+            trial = plan.spare(self.s, c, smaller)
+            if violations(self.s, trial.by_queue, trial.reclaimed):
+                continue
+            fits = pack(self.s, self.s.to_place, trial.freed, self.budget.tick, trial.placement)
+            if fits is not None:
+                return replace(trial, placement=fits)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _LeafPlan:
+    """A complete plan and its accounting, for trying smaller versions of it."""
+
+    evicted: Mapping[int, frozenset[int]]
+    placement: Mapping[str, str]
+    by_queue: Mapping[str, int]
+    freed: Mapping[str, int]
+    reclaimed: frozenset[str]
+
+    @classmethod
+    def of(cls, session: PlanningSession, state: State) -> _LeafPlan:
+        freed: dict[str, int] = {}
+        for c, pods in state.evicted.items():
+            cand = session.candidates[c]
+            for p in pods:
+                node = cand.pods[p].node
+                freed[node] = freed.get(node, 0) + cand.pods[p].gpus
+        return cls(
+            evicted={c: pods for c, pods in state.evicted.items() if pods},
+            placement=dict(state.placement),
+            by_queue=dict(state.evicted_by_queue),
+            freed=freed,
+            reclaimed=state.reclaimed,
         )
+
+    def spare(self, session: PlanningSession, c: int, smaller: frozenset[int]) -> _LeafPlan:
+        """This plan with candidate ``c`` evicting only ``smaller``."""
+        cand = session.candidates[c]
+        evicted = dict(self.evicted)
+        spared = evicted[c] - smaller
+        if smaller:
+            evicted[c] = smaller
+        else:
+            del evicted[c]
+        by_queue = dict(self.by_queue)
+        freed = dict(self.freed)
+        for p in spared:
+            pod = cand.pods[p]
+            by_queue[cand.queue] -= pod.gpus
+            freed[pod.node] -= pod.gpus
+        reclaimed = self.reclaimed
+        if not smaller and not cand.same_queue:
+            still = any(
+                session.candidates[o].queue == cand.queue and not session.candidates[o].same_queue
+                for o in evicted
+            )
+            if not still:
+                reclaimed = reclaimed - {cand.queue}
+        return replace(self, evicted=evicted, by_queue=by_queue, freed=freed, reclaimed=reclaimed)

@@ -80,6 +80,8 @@ class PlanningSession:
     node_free: Mapping[str, int]
     node_schedulable: Mapping[str, bool]
     node_group: Mapping[str, str]  # rack, else NVLink domain, else the node itself
+    free_counts: Mapping[int, int]  # schedulable nodes by free GPUs
+    free_buckets: Mapping[int, tuple[str, ...]]  # schedulable nodes by free GPUs, by name
     candidates: tuple[CandidateFacts, ...]  # sorted by job name
     extra: dict[str, object] = field(default_factory=dict, compare=False)
 
@@ -132,6 +134,11 @@ class PlanningSession:
                     same_queue=job is not None and j.queue == job.queue,
                 )
             )
+        free = {n.name: n.gpus - held.get(n.name, 0) for n in nodes}
+        buckets: dict[int, list[str]] = {}
+        for n in nodes:
+            if n.schedulable:
+                buckets.setdefault(free[n.name], []).append(n.name)
         to_place: tuple[PodToPlace, ...] = ()
         if job is not None:
             waiting = [p for p in job.pods if p.node is None and p.phase not in _DONE]
@@ -147,12 +154,14 @@ class PlanningSession:
             usage=usage,
             node_names=tuple(n.name for n in nodes),
             node_gpus={n.name: n.gpus for n in nodes},
-            node_free={n.name: n.gpus - held.get(n.name, 0) for n in nodes},
+            node_free=free,
             node_schedulable={n.name: n.schedulable for n in nodes},
             node_group={
                 n.name: n.topology.rack or n.topology.nvlink_domain or n.name for n in nodes
             },
             candidates=tuple(candidates),
+            free_counts={f: len(ns) for f, ns in buckets.items()},
+            free_buckets={f: tuple(ns) for f, ns in buckets.items()},
         )
 
 
