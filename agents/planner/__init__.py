@@ -20,7 +20,7 @@ from gpuyield.agents.planner.explain import describe_candidates, describe_victim
 from gpuyield.agents.planner.queues import violations
 from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.search import Budget, Found, Search
-from gpuyield.agents.planner.session import PlanningSession, UnknownPreemptor
+from gpuyield.agents.planner.session import CandidateFacts, PlanningSession, UnknownPreemptor
 from gpuyield.agents.planner.weights import effective_weight, lost_seconds_per_gpu
 from gpuyield.schemas import Action, Candidate, Objective, Plan, SearchStats, Snapshot
 
@@ -65,10 +65,7 @@ def plan(
             explanation=("no pending job in the snapshot: nothing to plan",),
         )
     judged = {
-        cand.index: [
-            (rule.name, v) for rule in rules if (v := rule.judge(session, cand)) is not None
-        ]
-        for cand in session.candidates
+        cand.index: _judge(session, cand, rules, every=explain) for cand in session.candidates
     }
 
     def candidates(evicted: Mapping[int, frozenset[int]]) -> tuple[Candidate, ...]:
@@ -116,6 +113,21 @@ def plan(
     return _feasible_plan(
         session, found, protected, candidates(found.evicted), header, search_line, stats
     )
+
+
+def _judge(
+    session: PlanningSession, cand: CandidateFacts, rules: Sequence[Rule], *, every: bool
+) -> list[tuple[str, Verdict]]:
+    """Each rule's verdict on ``cand``; without ``every``, stop at the first refusal."""
+    named: list[tuple[str, Verdict]] = []
+    for rule in rules:
+        verdict = rule.judge(session, cand)
+        if verdict is None:
+            continue
+        named.append((rule.name, verdict))
+        if not verdict.allowed and not every:
+            break
+    return named
 
 
 def _feasible_plan(

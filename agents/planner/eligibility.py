@@ -90,24 +90,10 @@ class ReclaimAcrossQueues:
     def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
         if candidate.same_queue:
             return None
-        tree, mine, theirs = session.tree, session.queue, candidate.queue
-        if tree.related(mine, theirs):
-            return Verdict(
-                False,
-                "queue '{}' is an ancestor or descendant of '{}': never reclaimed",
-                (theirs, mine),
-            )
-        top = tree.lowest_common_ancestor(mine, theirs)
-        for queue in tree.branch_below(theirs, top):
-            if not tree.queues[queue].reclaimable:
-                return Verdict(False, "queue '{}' is not reclaimable", (queue,))
-            used, guaranteed = session.usage[queue], tree.guarantee(queue)
-            if used <= guaranteed:
-                return Verdict(
-                    False,
-                    "queue '{}' uses {} GPUs, within its guarantee of {}",
-                    (queue, used, guaranteed),
-                )
+        refusal = _queue_refusal(session, candidate.queue)
+        if refusal is not None:
+            return refusal
+        theirs = candidate.queue
         if candidate.w_eff >= session.preemptor_w:
             return Verdict(
                 True,
@@ -121,6 +107,38 @@ class ReclaimAcrossQueues:
             "reclaimable from '{}' (W_eff {:.1f} < {:.1f})",
             (theirs, candidate.w_eff, session.preemptor_w),
         )
+
+
+def _queue_refusal(session: PlanningSession, theirs: str) -> Verdict | None:
+    """Why no job of queue ``theirs`` may be reclaimed, or None; judged once per queue."""
+    memo = session.memo.setdefault("reclaim-refusals", {})
+    assert isinstance(memo, dict)
+    if theirs not in memo:
+        memo[theirs] = _judge_queue(session, theirs)
+    found: Verdict | None = memo[theirs]
+    return found
+
+
+def _judge_queue(session: PlanningSession, theirs: str) -> Verdict | None:
+    tree, mine = session.tree, session.queue
+    if tree.related(mine, theirs):
+        return Verdict(
+            False,
+            "queue '{}' is an ancestor or descendant of '{}': never reclaimed",
+            (theirs, mine),
+        )
+    top = tree.lowest_common_ancestor(mine, theirs)
+    for queue in tree.branch_below(theirs, top):
+        if not tree.queues[queue].reclaimable:
+            return Verdict(False, "queue '{}' is not reclaimable", (queue,))
+        used, guaranteed = session.usage[queue], tree.guarantee(queue)
+        if used <= guaranteed:
+            return Verdict(
+                False,
+                "queue '{}' uses {} GPUs, within its guarantee of {}",
+                (queue, used, guaranteed),
+            )
+    return None
 
 
 DEFAULT_RULES: tuple[Rule, ...] = (

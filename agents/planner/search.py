@@ -214,10 +214,11 @@ class Search:
         if i == len(pods):
             self._repair(state)
             return
-        for child, node, node_i in self._children(state, i):
+        for changes, node, node_i in self._children(state, i):
             if not self.budget.tick():
                 return
-            if child is not state and self._dominated(child):
+            child = self._evict(state, changes) if changes else state
+            if changes and self._dominated(child):
                 continue  # the best plan improved since this child was ranked
             gpus = pods[i].gpus
             free = dict(child.free)
@@ -294,7 +295,8 @@ class Search:
                 return None
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
-            if self._beyond_best(state, 0, *self._repair_bound(state, frame.found, frame.rank)):
+            partial = {c: state.evicted[c] for c in state.partial}
+            if self._beyond_best(state, 0, *self._repair_bound(frame.found, frame.rank, partial)):
                 return None
             i = self.repair_order[frame.rank]
             options = self._repair_options(self.s.candidates[i], state.evicted.get(i, frozenset()))
@@ -303,7 +305,7 @@ class Search:
 
     # -- children --------------------------------------------------------------
 
-    def _children(self, state: State, i: int) -> Iterator[tuple[State, str, int]]:
+    def _children(self, state: State, i: int) -> Iterator[tuple[Changes, str, int]]:
         """Placements of pod ``i``, cheapest first, evaluated lazily.
 
         Each node gets a lower bound first (the GPUs it lacks times the lowest
@@ -323,7 +325,7 @@ class Search:
         gpus, table, changed = pod.gpus, self.tables[pod.gpus], state.free
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
         names, node_gpus, group_of = s.node_names, s.node_gpus, s.node_group
-        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, State]] = []
+        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
         idle_seen: set[tuple[int, int, bool]] = set()
 
         # A node's protected bound is 1 only while no protected job is a victim yet:
@@ -359,7 +361,7 @@ class Search:
                 if twin in idle_seen:
                     continue
                 idle_seen.add(twin)
-            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, state))
+            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
         if gpus == 0:
             ready.sort(key=lambda r: (r[0], r[1]))
             for _, _, _, node_i, child in ready[:1]:
@@ -376,16 +378,15 @@ class Search:
             node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
-                child = self._evict(state, changes)
-                if self._dominated(child):
-                    continue
-                repair = self._repair_floor(child)
+                if not self.budget.tick():
+                    break
+                delta = self._delta(state, changes)
+                repair = self._repair_floor(state, changes, delta)
                 if repair is None:
                     continue
-                d_protected, d_lost, d_victims, d_weight = self._delta(state, changes)
-                key = (d_protected, d_lost + repair[0], d_victims + repair[1], d_weight)
+                key = (delta[0], delta[1] + repair[0], delta[2] + repair[1], delta[3])
                 fit = fit_key(s, node, free + freed, gpus, placed_groups)
-                heapq.heappush(ready, (key, fit, self._names(changes), node_i, child))
+                heapq.heappush(ready, (key, fit, self._names(changes), node_i, changes))
         while ready:
             _, _, _, at, child = heapq.heappop(ready)
             yield child, names[at], at
@@ -511,7 +512,10 @@ class Search:
         return out
 
     def _repair_bound(
-        self, state: State, found: list[QueueViolation], start: int | None = None
+        self,
+        found: list[QueueViolation],
+        first: int,
+        partial: Mapping[int, frozenset[int]],
     ) -> tuple[float, int]:
         """Lower bounds on the lost work and new victims of repairing every violation.
 
@@ -524,7 +528,6 @@ class Search:
         what today's victims there still hold goes first, then the biggest
         jobs. Infinite lost work when the subtree cannot cover D at all.
         """
-        first = state.repair_from if start is None else start
         lost_bound, victims_bound = 0.0, 0
         for violation in found:
             ranks, gpus, lost = self.subtree_prefix.get(violation.queue, ((), (0,), (0.0,)))
@@ -534,13 +537,13 @@ class Search:
                 return math.inf, 0
             end = bisect.bisect_left(gpus, target)  # the candidate that covers the need
             rate = self.s.candidates[self.repair_order[ranks[end - 1]]].lost_per_gpu_s
-            partial = (target - gpus[end - 1]) * rate
-            lost_bound = max(lost_bound, lost[end - 1] - lost[at] + partial)
+            last = (target - gpus[end - 1]) * rate
+            lost_bound = max(lost_bound, lost[end - 1] - lost[at] + last)
             still_held = 0
-            for c in state.partial:
+            for c, taken in partial.items():
                 cand = self.s.candidates[c]
                 if violation.queue in self.s.tree.ancestors[cand.queue]:
-                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in state.evicted[c])
+                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in taken)
             biggest = self.subtree_biggest.get(violation.queue, (0,))
             victims_bound = max(
                 victims_bound,
@@ -622,22 +625,41 @@ class Search:
     def _reclaimed_from(self, state: State) -> frozenset[str]:
         return state.reclaimed
 
-    def _repair_floor(self, state: State) -> tuple[float, int] | None:
-        """What repairing ``state``'s queue rules must at least cost, or None if hopeless.
+    def _repair_floor(
+        self, state: State, changes: Changes, delta: DeltaCost
+    ) -> tuple[float, int] | None:
+        """What repairing the queue rules after ``changes`` must at least cost, or None.
 
         None when a rule is broken for good (a victim's queue below its
-        guarantee), the subtree cannot cover the excess, or the repair alone
-        would already lose to the best plan.
+        guarantee), the subtree cannot cover the excess, or the plan would
+        already lose to the best one. Works from the changes alone, without
+        building the child state.
         """
-        found = violations(self.s, state.evicted_by_queue, state.reclaimed)
+        by_queue = dict(state.evicted_by_queue)
+        reclaimed = state.reclaimed
+        partial = {c: state.evicted[c] for c in state.partial}
+        for c, new in changes.items():
+            cand = self.s.candidates[c]
+            old = state.evicted.get(c, frozenset())
+            by_queue[cand.queue] = by_queue.get(cand.queue, 0) + sum(
+                cand.pods[p].gpus for p in new - old
+            )
+            if not cand.same_queue:
+                reclaimed = reclaimed | {cand.queue}
+            if len(new) < len(cand.pods):
+                partial[c] = new
+            else:
+                partial.pop(c, None)
+        found = violations(self.s, by_queue, reclaimed)
         if not found:
-            return (0.0, 0)
-        if any(not v.repairable for v in found):
+            floor: tuple[float, int] = (0.0, 0)
+        elif any(not v.repairable for v in found):
             return None
-        lost, victims = self._repair_bound(state, found)
-        if self._beyond_best(state, 0, lost, victims):
+        else:
+            floor = self._repair_bound(found, state.repair_from, partial)
+        if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
-        return (lost, victims)
+        return floor
 
     def _broken(self, state: State) -> bool:
         """A rule that more evictions cannot repair is already broken."""

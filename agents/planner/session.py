@@ -83,7 +83,8 @@ class PlanningSession:
     free_counts: Mapping[int, int]  # schedulable nodes by free GPUs
     free_buckets: Mapping[int, tuple[str, ...]]  # schedulable nodes by free GPUs, by name
     candidates: tuple[CandidateFacts, ...]  # sorted by job name
-    extra: dict[str, object] = field(default_factory=dict, compare=False)
+    memo: dict[str, object] = field(default_factory=dict, compare=False)
+    """Answers rules may share within this session (e.g. per-queue verdicts)."""
 
     @property
     def now(self) -> float:
