@@ -91,8 +91,7 @@ def plan(
             candidates=candidates({}),
         )
     limit = DEFAULT_BUDGET if budget is None else budget
-    counter = Budget(limit)
-    found = Search(session, eligible, protected, counter).run()
+    found, counter = _search(session, eligible, protected, limit)
     stats = SearchStats(steps=counter.steps, budget=limit, exhausted=counter.exhausted)
     if counter.exhausted:
         search_line = (
@@ -113,6 +112,32 @@ def plan(
     return _feasible_plan(
         session, found, protected, candidates(found.evicted), header, search_line, stats
     )
+
+
+def _search(
+    session: PlanningSession, eligible: list[int], protected: frozenset[int], limit: int
+) -> tuple[Found | None, Budget]:
+    """Search without protected candidates first, then with them if it must.
+
+    Any plan without a protected victim beats every plan with one (the first
+    criterion), so when the unprotected candidates alone can make room, the
+    best such plan is the optimum and the protected ones need not be
+    searched at all. Only when that first search proves no such plan exists
+    (or runs out of its half of the budget without one) are protected
+    candidates added, with what is left of the budget.
+    """
+    if not protected:
+        counter = Budget(limit)
+        return Search(session, eligible, protected, counter).run(), counter
+    first = Budget(limit // 2)
+    unprotected = [i for i in eligible if i not in protected]
+    found = Search(session, unprotected, frozenset(), first).run()
+    if found is not None:
+        return found, first
+    second = Budget(limit - first.steps)
+    found = Search(session, eligible, protected, second).run()
+    total = Budget(limit, steps=first.steps + second.steps, exhausted=second.exhausted)
+    return found, total
 
 
 def _judge(
