@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
 from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
-from gpuyield.schemas import InputError, Snapshot, load_snapshot
 from gpuyield.schemas.export import write_schemas
+from gpuyield.simulate_command import simulate_command
 
 app = typer.Typer(
     name="gpuyield",
@@ -25,32 +26,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-
-def fail(message: str) -> NoReturn:
-    """Exit 2 with one line on stderr and nothing on stdout."""
-    sys.stderr.write(f"gpuyield: {message}\n")
-    raise typer.Exit(2)
-
-
-def read_snapshot(source: str) -> Snapshot:
-    if source == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        path = Path(source)
-        name = source
-        if not path.exists():
-            fail(f"{source}: no such file")
-        if path.is_dir():
-            fail(f"{source}: is a directory, expected a JSON snapshot")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"{source}: cannot be read: {exc}")
-    try:
-        return load_snapshot(text, name)
-    except InputError as exc:
-        fail(str(exc))
 
 
 @app.command("plan")
@@ -90,6 +65,9 @@ def schemas_command(
         fail(f"{out}: cannot write schemas: {exc}")
     for path in written:
         typer.echo(str(path))
+
+
+app.command("simulate")(simulate_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,534 @@
+"""A deterministic discrete-event simulation of a GPU cluster scheduled the Volcano way.
+
+One run replays one workload under one preemption policy in virtual time:
+events (submissions, pod releases, job completions, hourly samples,
+scheduling cycles) come off a heap keyed by (time, sequence), so the same
+workload and seed always give the same numbers, and 14 days take seconds.
+
+Each scheduling cycle does what Volcano's actions do, in order:
+
+1. *allocate* (with backfill): pending jobs by priority, then submission; a
+   job starts only with at least ``min_available`` pods placed, one pod on
+   one node, within its queue's capability; smaller jobs fill in behind a
+   big one that does not fit;
+2. *preempt / reclaim*: for jobs still starving, the policy under test picks
+   victims (``PreemptionPolicy``); how victims leave is the policy's too:
+   killed after the pod's grace period (stock Volcano) or yielded with an
+   emergency checkpoint (gpuyield).
+
+Everything that is not the scheduler's choice lives here and is the same for
+every policy: progress, checkpoints, pod release, Volcano's job lifecycle
+(``PodEvicted -> RestartJob`` with its retry budget, or no policy and a
+partial gang), and the accounting behind the metrics.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Protocol
+
+from gpuyield.agents.planner.hierarchy import QueueTree
+from gpuyield.agents.policy.livelock import LivelockGuard
+from gpuyield.agents.policy.resume import may_resume
+from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.state import Cluster, Phase, SimJob, SimPod
+from gpuyield.schemas.scenario import Scenario
+
+HOUR = 3600.0
+
+
+class Event(IntEnum):
+    """Kinds of events; at equal times, lower values are handled first."""
+
+    RELEASE = 0
+    FINISH = 1
+    SUBMIT = 2
+    SAMPLE = 3
+    CYCLE = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Victims of one preemption round and, optionally, where the preemptor will go."""
+
+    preemptor: str
+    victims: dict[str, tuple[int, ...]]  # job -> pod indexes
+    placement: dict[int, int] | None = None  # preemptor pod index -> node
+
+
+class PreemptionPolicy(Protocol):
+    """What differs between the policies under comparison."""
+
+    name: str
+    graceful: bool  # victims yield with a checkpoint (True) or are killed (False)
+
+    def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
+        """Victims that make room for the starving ``job``, or None."""
+        ...
+
+    def executed(self, sim: Simulation, decision: Decision) -> None:
+        """Called once the decision's evictions are under way."""
+        ...
+
+
+@dataclass
+class Tally:
+    """Running totals behind the metrics."""
+
+    lost_gpu_s: float = 0.0
+    dangling: int = 0
+    evictions: int = 0
+    livelocks: int = 0
+    useful_gpu_s: float = 0.0
+    samples_t: list[float] = field(default_factory=list)
+    samples_used: list[float] = field(default_factory=list)
+    samples_useful: list[float] = field(default_factory=list)
+    samples_queues: dict[str, list[float]] = field(default_factory=dict)
+    samples_evictions: list[int] = field(default_factory=list)
+    samples_lost: list[float] = field(default_factory=list)
+    evictions_this_hour: int = 0
+
+
+class Simulation:
+    """One workload, one policy, virtual time."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        jobs: Sequence[JobSpec],
+        policy: PreemptionPolicy,
+        *,
+        preemption_rounds_per_cycle: int = 3,
+    ) -> None:
+        self.scenario = scenario
+        self.policy = policy
+        self.horizon = scenario.days * 86400.0
+        self.cluster = Cluster.of(scenario.nodes, scenario.gpus_per_node)
+        self.tree = QueueTree.build(scenario.queues)
+        self.queue_used = {q.name: 0 for q in scenario.queues}
+        self.jobs: dict[str, SimJob] = {}
+        self.order: list[SimJob] = []
+        self._active: dict[str, SimJob] = {}  # submitted, neither Done nor Failed
+        self.now = 0.0
+        self.tally = Tally(samples_queues={q.name: [] for q in scenario.queues})
+        self.guard = LivelockGuard(
+            window_s=scenario.policy.eviction_window_s,
+            max_evictions=max(1, scenario.policy.max_evictions),
+        )
+        self.pipelined_until: dict[str, float] = {}
+        self.reserved_until: dict[str, float] = {}
+        self.rounds_per_cycle = preemption_rounds_per_cycle
+        self._heap: list[tuple[float, int, int, object]] = []
+        self._seq = 0
+        self._cycle_at: float | None = None
+        self._retry_at: float | None = None
+        self._on_progress: Callable[[float], None] | None = None
+        for spec in jobs:
+            self._push(spec.submit_s, Event.SUBMIT, spec)
+        t = 0.0
+        while t <= self.horizon:
+            self._push(t, Event.SAMPLE, None)
+            t += HOUR
+
+    # -- the loop --------------------------------------------------------------
+
+    def run(self, on_progress: Callable[[float], None] | None = None) -> Tally:
+        """Play the run to its end; ``on_progress`` hears the share done every simulated hour."""
+        self._on_progress = on_progress
+        while self._heap:
+            t, _, kind, payload = heapq.heappop(self._heap)
+            if t > self.horizon:
+                break
+            self.now = t
+            self._handle(Event(kind), payload)
+        self.now = self.horizon
+        for job in self.order:
+            self._advance(job)
+        self.tally.useful_gpu_s = sum(
+            min(job.work, job.spec.duration_s) * job.spec.gpus
+            for job in self.order
+            if job.phase is not Phase.FAILED
+        )
+        return self.tally
+
+    def active(self) -> list[SimJob]:
+        """Jobs submitted and not yet Done or Failed, in submission order."""
+        return list(self._active.values())
+
+    def _ended(self, job: SimJob) -> None:
+        """Done or Failed: forget the job once its last pod has let go of its GPUs."""
+        if not job.holding():
+            self._active.pop(job.name, None)
+
+    def _push(self, t: float, kind: Event, payload: object) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, self._seq, int(kind), payload))
+
+    def _dirty(self) -> None:
+        """Something changed: run a scheduling cycle at this instant, once."""
+        if self._cycle_at is None or self._cycle_at > self.now:
+            self._cycle_at = self.now
+            self._push(self.now, Event.CYCLE, None)
+
+    def _handle(self, kind: Event, payload: object) -> None:
+        if kind is Event.SUBMIT:
+            assert isinstance(payload, JobSpec)
+            self._submit(payload)
+        elif kind is Event.RELEASE:
+            assert isinstance(payload, tuple)
+            self._release(*payload)
+        elif kind is Event.FINISH:
+            assert isinstance(payload, tuple)
+            self._finish(*payload)
+        elif kind is Event.SAMPLE:
+            self._sample()
+            if self._on_progress is not None:
+                self._on_progress(min(1.0, self.now / self.horizon))
+        elif kind is Event.CYCLE:
+            if self._cycle_at == self.now:
+                self._cycle_at = None
+            self.cycle()
+
+    # -- progress ----------------------------------------------------------------
+
+    def _advance(self, job: SimJob) -> None:
+        """Bring ``job``'s work and checkpoints up to ``now``."""
+        dt = self.now - job.last_update
+        rate = job.rate()
+        if dt > 0 and rate > 0:
+            interval = job.spec.checkpoint_interval_s
+            before = job.run_clock
+            crossed = math.floor((before + dt) / interval) - math.floor(before / interval)
+            if crossed > 0:
+                last = math.floor((before + dt) / interval) * interval
+                job.checkpoint_work = min(job.spec.duration_s, job.work + (last - before) * rate)
+                job.last_checkpoint_at = job.last_update + (last - before)
+            job.work = min(job.spec.duration_s, job.work + dt * rate)
+            job.run_clock += dt
+        job.last_update = self.now
+
+    def _reschedule_finish(self, job: SimJob) -> None:
+        job.finish_version += 1
+        rate = job.rate()
+        if rate > 0:
+            left = max(0.0, job.spec.duration_s - job.work)
+            self._push(self.now + left / rate, Event.FINISH, (job.name, job.finish_version))
+
+    def _finish(self, name: str, version: int) -> None:
+        job = self.jobs[name]
+        if version != job.finish_version or job.phase is not Phase.RUNNING:
+            return
+        self._advance(job)
+        if job.work < job.spec.duration_s - 1e-6:
+            self._reschedule_finish(job)
+            return
+        job.phase = Phase.DONE
+        job.finished_at = self.now
+        job.broken = False
+        for pod in job.holding():
+            self._free_pod(job, pod)
+        self._ended(job)
+        self.cluster.release_reservations(job.name)
+        self._dirty()
+
+    def _rollback(self, job: SimJob) -> None:
+        """The job dies: the work since its last checkpoint is lost."""
+        self._advance(job)
+        lost = max(0.0, job.work - job.checkpoint_work)
+        self.tally.lost_gpu_s += lost * job.spec.gpus
+        job.work = job.checkpoint_work
+        job.run_clock = 0.0
+
+    # -- submissions, placement, release ------------------------------------------
+
+    def _submit(self, spec: JobSpec) -> None:
+        job = SimJob(spec=spec, pods=[SimPod(i) for i in range(spec.pods)], last_update=self.now)
+        self.jobs[spec.name] = job
+        self.order.append(job)
+        self._active[spec.name] = job
+        self._dirty()
+
+    def _place_pod(self, job: SimJob, pod: SimPod, node: int) -> None:
+        gpus = job.spec.gpus_per_pod
+        self.cluster.free[node] -= gpus
+        held = self.cluster.reserved.get(node)
+        if held and job.name in held:
+            held[job.name] = max(0, held[job.name] - gpus)
+            if not held[job.name]:
+                del held[job.name]
+            if not held:
+                del self.cluster.reserved[node]
+        pod.node = node
+        for queue in self.tree.ancestors[job.spec.queue]:
+            self.queue_used[queue] += gpus
+
+    def _free_pod(self, job: SimJob, pod: SimPod) -> None:
+        assert pod.node is not None
+        gpus = job.spec.gpus_per_pod
+        self.cluster.free[pod.node] += gpus
+        pod.node = None
+        pod.releasing_until = None
+        for queue in self.tree.ancestors[job.spec.queue]:
+            self.queue_used[queue] -= gpus
+
+    def _release(self, name: str, pods: tuple[int, ...]) -> None:
+        job = self.jobs[name]
+        self._advance(job)
+        for index in pods:
+            pod = job.pods[index]
+            if pod.node is not None and pod.releasing_until is not None:
+                self._free_pod(job, pod)
+        if job.phase in (Phase.DONE, Phase.FAILED):
+            self._ended(job)
+        if job.yielding and not any(p.releasing_until is not None for p in job.pods):
+            job.yielding = False
+            if not job.placed():
+                job.phase = Phase.SUSPENDED
+                job.resume_not_before = self.now + self.guard.resume_delay(job.name, self.now)
+            else:
+                job.started_at = self.now
+        self._reschedule_finish(job)
+        self._dirty()
+
+    def capability_room(self, queue: str) -> float:
+        """GPUs ``queue`` may still take without breaking its or an ancestor's capability."""
+        room = math.inf
+        for q in self.tree.ancestors[queue]:
+            cap = self.tree.capability(q)
+            if cap is not None:
+                room = min(room, cap - self.queue_used[q])
+        return room
+
+    def try_place(self, job: SimJob, nodes: dict[int, int] | None = None) -> bool:
+        """Place ``job``'s waiting pods (best fit, or on ``nodes``) if its gang can run."""
+        waiting = job.waiting()
+        if not waiting:
+            return False
+        gpus = job.spec.gpus_per_pod
+        room = self.capability_room(job.spec.queue)
+        running = len(job.placed())
+        need = max(0, job.spec.min_available - running)
+        if need * gpus > room:
+            return False
+        chosen: list[tuple[SimPod, int]] = []
+        taken: dict[int, int] = {}
+        for pod in waiting:
+            if (len(chosen) + 1) * gpus > room:
+                break
+            node = None
+            if nodes is not None and pod.index in nodes:
+                candidate = nodes[pod.index]
+                if self.cluster.available(candidate, job.name) - taken.get(candidate, 0) >= gpus:
+                    node = candidate
+            if node is None:
+                node = self._best_fit(job.name, gpus, taken)
+            if node is None:
+                continue
+            taken[node] = taken.get(node, 0) + gpus
+            chosen.append((pod, node))
+        if len(chosen) < need or not chosen:
+            return False
+        self._advance(job)
+        for pod, node in chosen:
+            self._place_pod(job, pod, node)
+        self._started(job)
+        return True
+
+    def _best_fit(self, job: str, gpus: int, taken: dict[int, int]) -> int | None:
+        best, best_left = None, math.inf
+        for node in range(len(self.cluster.free)):
+            left = self.cluster.available(node, job) - taken.get(node, 0) - gpus
+            if 0 <= left < best_left:
+                best, best_left = node, left
+                if left == 0:
+                    break
+        return best
+
+    def _started(self, job: SimJob) -> None:
+        """Pods were placed: a job that now runs its gang (re)starts or grows."""
+        running = len(job.placed())
+        if running < job.spec.min_available:
+            job.phase = Phase.RUNNING
+            return
+        if job.phase is not Phase.RUNNING or job.broken:
+            if job.phase is Phase.SUSPENDED:
+                self.guard = self.guard.observe_resume(job.name, self.now)
+            job.phase = Phase.RUNNING
+            job.broken = False
+            job.started_at = self.now
+            job.run_clock = 0.0
+            if job.first_started_at is None:
+                job.first_started_at = self.now
+            self.cluster.release_reservations(job.name)
+        self._reschedule_finish(job)
+
+    # -- the scheduling cycle ----------------------------------------------------------
+
+    def schedulable(self) -> list[SimJob]:
+        """Jobs that want pods, in Volcano's job order: priority, then submission."""
+        out = []
+        for job in self._active.values():
+            if job.yielding or job.phase in (Phase.DONE, Phase.FAILED):
+                continue
+            if job.phase is Phase.SUSPENDED and job.resume_not_before > self.now:
+                continue
+            if job.waiting() and not any(p.releasing_until is not None for p in job.pods):
+                out.append(job)
+        out.sort(key=lambda j: (-j.spec.priority, j.spec.submit_s, j.name))
+        return out
+
+    def cycle(self) -> None:
+        for name, until in list(self.reserved_until.items()):
+            if until <= self.now:
+                # The preemptor did not take its nominated GPUs in time: free them for others.
+                self.cluster.release_reservations(name)
+                del self.reserved_until[name]
+        waiting: list[float] = []
+        for job in self.schedulable():
+            if job.phase is Phase.SUSPENDED and not may_resume(
+                job.spec.priority, self.now, job.resume_not_before, waiting
+            ):
+                continue
+            if job.phase is not Phase.RUNNING or len(job.placed()) < job.spec.pods:
+                placed = self.try_place(job, self._nominated(job))
+                if not placed and job.phase is not Phase.RUNNING:
+                    waiting.append(job.spec.priority)
+        rounds = attempts = 0
+        for job in self.schedulable():
+            if rounds >= self.rounds_per_cycle or attempts >= 4 * self.rounds_per_cycle:
+                break
+            if job.phase is Phase.RUNNING and not job.broken:
+                continue  # runs its gang: Volcano does not preempt for elastic growth
+            if self.pipelined_until.get(job.name, -1.0) > self.now:
+                continue  # its victims are still terminating
+            attempts += 1
+            decision = self.policy.decide(self, job)
+            if decision is None or not decision.victims:
+                continue
+            self.execute(decision)
+            rounds += 1
+        # Retry later even if nothing changes: cooldowns and backoffs expire.
+        retry_due = self._retry_at is None or self._retry_at <= self.now
+        if retry_due and any(
+            j.phase in (Phase.PENDING, Phase.SUSPENDED) or j.broken for j in self._active.values()
+        ):
+            self._retry_at = self.now + self.scenario.cycle_s
+            self._push(self._retry_at, Event.CYCLE, None)
+
+    def _nominated(self, job: SimJob) -> dict[int, int] | None:
+        nodes = {
+            node: held[job.name] for node, held in self.cluster.reserved.items() if job.name in held
+        }
+        if not nodes:
+            return None
+        placement: dict[int, int] = {}
+        waiting = iter(job.waiting())
+        for node, gpus in sorted(nodes.items()):
+            for _ in range(gpus // job.spec.gpus_per_pod):
+                pod = next(waiting, None)
+                if pod is not None:
+                    placement[pod.index] = node
+        return placement
+
+    # -- evictions -------------------------------------------------------------------------
+
+    def execute(self, decision: Decision) -> None:
+        """Carry out a decision: victims are killed (stock) or yield (gpuyield)."""
+        grace = (
+            self.scenario.checkpoint_save_s if self.policy.graceful else self.scenario.kill_grace_s
+        )
+        until = self.now + grace
+        self.pipelined_until[decision.preemptor] = until
+        for name, pods in sorted(decision.victims.items()):
+            victim = self.jobs[name]
+            self._count_eviction(victim, decision.preemptor)
+            if self.policy.graceful:
+                self._yield(victim, pods, until)
+            else:
+                self._kill(victim, pods, until)
+        if decision.placement:
+            job = self.jobs[decision.preemptor]
+            self.cluster.release_reservations(job.name)  # a new round replaces the old one
+            self.reserved_until[job.name] = until + 2 * self.scenario.cycle_s
+            for node in decision.placement.values():
+                held = self.cluster.reserved.setdefault(node, {})
+                held[job.name] = held.get(job.name, 0) + job.spec.gpus_per_pod
+        self.policy.executed(self, decision)
+
+    def _count_eviction(self, victim: SimJob, preemptor: str) -> None:
+        self.tally.evictions += 1
+        self.tally.evictions_this_hour += 1
+        victim.evictions.append(self.now)
+        self.guard, incidents = self.guard.observe_eviction(victim.name, preemptor, self.now)
+        self.tally.livelocks += len(incidents)
+
+    def _terminate(self, job: SimJob, pods: Iterable[int], until: float) -> None:
+        released = []
+        for index in pods:
+            pod = job.pods[index]
+            if pod.node is not None and pod.releasing_until is None:
+                pod.releasing_until = until
+                released.append(index)
+        if released:
+            self._push(until, Event.RELEASE, (job.name, tuple(released)))
+
+    def _kill(self, job: SimJob, pods: tuple[int, ...], until: float) -> None:
+        """Stock eviction: pods are deleted with their grace period, no checkpoint."""
+        if job.spec.restart_job:
+            # PodEvicted -> RestartJob: every pod goes, the job restarts from its
+            # checkpoint and spends one retry; at max_retry Volcano marks it Failed.
+            self._rollback(job)
+            self._terminate(job, [p.index for p in job.holding()], until)
+            job.retries += 1
+            job.broken = False
+            job.phase = Phase.FAILED if job.retries >= self.scenario.max_retry else Phase.PENDING
+            if job.phase is Phase.FAILED:
+                self._ended(job)
+        else:
+            # No policy: the evicted pods are recreated Pending; the rest keep running.
+            self._advance(job)
+            self._terminate(job, pods, until)
+            if 0 < len(job.placed()) < job.spec.min_available and not job.broken:
+                self._rollback(job)
+                job.broken = True
+                self.tally.dangling += 1
+            elif not job.placed():
+                self._rollback(job)
+                job.phase = Phase.PENDING
+        self._reschedule_finish(job)
+
+    def _yield(self, job: SimJob, pods: tuple[int, ...], until: float) -> None:
+        """Graceful yield: an emergency checkpoint, then the pods go; nothing is lost."""
+        self._advance(job)
+        job.checkpoint_work = job.work
+        job.last_checkpoint_at = self.now
+        job.run_clock = 0.0
+        job.yielding = True
+        self._terminate(job, pods, until)
+        self._reschedule_finish(job)
+
+    # -- samples --------------------------------------------------------------------------
+
+    def _sample(self) -> None:
+        tally = self.tally
+        used = self.cluster.total - sum(self.cluster.free)
+        useful = 0.0
+        for job in self._active.values():
+            if job.phase is Phase.RUNNING and job.rate() > 0:
+                useful += len(job.placed()) * job.spec.gpus_per_pod
+        tally.samples_t.append(self.now / HOUR)
+        tally.samples_used.append(float(used))
+        tally.samples_useful.append(useful)
+        for queue, series in tally.samples_queues.items():
+            series.append(float(self.queue_used[queue]))
+        tally.samples_evictions.append(tally.evictions_this_hour)
+        tally.samples_lost.append(tally.lost_gpu_s / HOUR)
+        tally.evictions_this_hour = 0
+
+
+def production_jobs(sim: Simulation) -> list[SimJob]:
+    return [j for j in sim.order if j.spec.kind is JobKind.PRODUCTION]

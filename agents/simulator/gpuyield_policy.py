@@ -1,0 +1,60 @@
+"""gpuyield in the simulator: the planner, graceful yield, cooldowns and the livelock guard.
+
+The decision logic is the production code, not a copy: the simulator's state
+becomes a format-v1 snapshot (``snapshots.py``), ``gpuyield.agents.planner``
+chooses the victims, and the pure ``gpuyield.agents.policy`` modules keep
+one round per shortage (``DemandLedger``) and slow down repeated evictions
+(``LivelockGuard``, driven by the engine). Victims yield: they write an
+emergency checkpoint within ``checkpoint_save_s`` and only then release their
+GPUs, which stay nominated for the preemptor; whole victims are suspended
+and resume from that checkpoint when they fit again.
+"""
+
+from __future__ import annotations
+
+from gpuyield.agents.planner import plan
+from gpuyield.agents.policy.demands import DemandLedger
+from gpuyield.agents.simulator.engine import Decision, Simulation
+from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_for
+from gpuyield.agents.simulator.state import SimJob
+
+PLANNER_BUDGET = 5_000
+"""Search steps per decision in the simulator (clusters here are small)."""
+
+
+class GpuyieldPolicy:
+    name = "gpuyield"
+    graceful = True
+
+    def __init__(self, *, budget: int = PLANNER_BUDGET) -> None:
+        self.budget = budget
+        self.ledger = DemandLedger()
+        self.decisions = 0
+
+    def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
+        if not self.ledger.may_plan(job.name, sim.now):
+            return None
+        result = plan(snapshot_for(sim, job), job.name, budget=self.budget)
+        if not result.feasible or not result.victims:
+            self.ledger = self.ledger.tried(job.name, sim.now)
+            return None
+        by_pod = {pod_name(job, p.index): p.index for p in job.pods}
+        by_node = {node_name(i): i for i in range(len(sim.cluster.free))}
+        victims: dict[str, tuple[int, ...]] = {}
+        for victim in result.victims:
+            other = sim.jobs[victim.job]
+            names = set(victim.pods)
+            victims[victim.job] = tuple(
+                p.index for p in other.pods if pod_name(other, p.index) in names
+            )
+        placement = {by_pod[pod]: by_node[node] for pod, node in result.placement.items()}
+        return Decision(job.name, victims, placement)
+
+    def executed(self, sim: Simulation, decision: Decision) -> None:
+        self.decisions += 1
+        self.ledger = self.ledger.decided(
+            decision.preemptor,
+            frozenset(decision.victims),
+            sim.now,
+            sim.now + sim.scenario.policy.grace_s,
+        )

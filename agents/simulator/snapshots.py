@@ -1,0 +1,126 @@
+"""The simulated cluster as the planner sees it: a format-v1 snapshot.
+
+The same contract the streaming controller fills from its tables, filled
+here from the simulator's state, so that both run the very same planner.
+"""
+
+from __future__ import annotations
+
+from gpuyield.agents.simulator.engine import Simulation
+from gpuyield.agents.simulator.state import Phase, SimJob
+from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Snapshot
+
+EPOCH = 1_764_000_000.0
+"""Virtual time 0 as epoch seconds (snapshots carry absolute times)."""
+
+
+def node_name(index: int) -> str:
+    return f"node-{index:03d}"
+
+
+def pod_name(job: SimJob, index: int) -> str:
+    return f"{job.name}-{index}"
+
+
+def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
+    """Nodes, queues and every job holding GPUs, plus the preemptor with its waiting pods."""
+    now = EPOCH + sim.now
+    jobs = []
+    for job in sim.active():
+        if job is preemptor:
+            jobs.append(_job(sim, job, now, preemptor=True))
+        elif (
+            job.yielding
+            or job.phase in (Phase.DONE, Phase.FAILED)
+            or any(p.releasing_until is not None for p in job.pods)
+        ):
+            # On its way out (yielding or terminating): its GPUs are not free yet and it
+            # is no candidate, so it appears as a job that may not be preempted.
+            held = [p for p in job.holding() if p.node is not None]
+            if held:
+                jobs.append(
+                    Job(
+                        name=f"{job.name}~leaving",
+                        queue=job.spec.queue,
+                        priority=job.spec.priority,
+                        state=JobState.RUNNING,
+                        preemptable=False,
+                        pods=tuple(
+                            Pod(
+                                name=f"{pod_name(job, p.index)}~leaving",
+                                gpus=job.spec.gpus_per_pod,
+                                node=node_name(p.node),
+                            )
+                            for p in held
+                            if p.node is not None
+                        ),
+                    )
+                )
+        elif job.holding():
+            jobs.append(_job(sim, job, now, preemptor=False))
+    # GPUs nominated for another preemptor are not free for this one: they come
+    # out of what terminating pods will free first, then out of the free GPUs.
+    terminating_gpus: dict[int, int] = {}
+    for job in sim.active():
+        for p in job.pods:
+            if p.releasing_until is not None and p.node is not None:
+                terminating_gpus[p.node] = terminating_gpus.get(p.node, 0) + job.spec.gpus_per_pod
+    reserved_for_others = {
+        node: max(
+            0,
+            sum(g for j, g in held.items() if j != preemptor.name) - terminating_gpus.get(node, 0),
+        )
+        for node, held in sim.cluster.reserved.items()
+    }
+    return Snapshot(
+        version=1,
+        now=now,
+        policy=sim.scenario.policy,
+        nodes=tuple(
+            Node(
+                name=node_name(i),
+                gpus=sim.cluster.gpus_per_node - reserved_for_others.get(i, 0),
+            )
+            for i in range(len(sim.cluster.free))
+        ),
+        queues=sim.scenario.queues,
+        jobs=tuple(jobs),
+    )
+
+
+def _job(sim: Simulation, job: SimJob, now: float, *, preemptor: bool) -> Job:
+    spec = job.spec
+    if preemptor:
+        state = JobState.SUSPENDED if job.phase is Phase.SUSPENDED else JobState.PENDING
+        pods = tuple(
+            Pod(
+                name=pod_name(job, p.index),
+                gpus=spec.gpus_per_pod,
+                node=None if p.node is None else node_name(p.node),
+                phase=PodPhase.PENDING if p.node is None else PodPhase.RUNNING,
+            )
+            for p in job.pods
+        )
+    else:
+        state = JobState.RUNNING if job.phase is Phase.RUNNING else JobState.PENDING
+        pods = tuple(
+            Pod(name=pod_name(job, p.index), gpus=spec.gpus_per_pod, node=node_name(p.node))
+            for p in job.placed()
+            if p.node is not None
+        )
+    return Job(
+        name=job.name,
+        queue=spec.queue,
+        priority=spec.priority,
+        state=state,
+        pods=pods,
+        min_available=min(spec.min_available, len(pods)) if not preemptor else spec.min_available,
+        preemptable=spec.preemptable,
+        submitted_at=EPOCH + spec.submit_s,
+        started_at=None if job.started_at is None else EPOCH + job.started_at,
+        progress=job.progress(),
+        last_checkpoint_at=None
+        if job.last_checkpoint_at is None
+        else EPOCH + job.last_checkpoint_at,
+        evictions=tuple(EPOCH + t for t in job.evictions),
+    )

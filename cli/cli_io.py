@@ -1,0 +1,37 @@
+"""The CLI's edge to files and the terminal: reading documents, failing in one line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+
+from gpuyield.schemas import InputError, Snapshot, load_snapshot
+
+
+def fail(message: str) -> NoReturn:
+    """Exit 2 with one line on stderr and nothing on stdout."""
+    sys.stderr.write(f"gpuyield: {message}\n")
+    raise typer.Exit(2)
+
+
+def read_snapshot(source: str) -> Snapshot:
+    if source == "-":
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        path = Path(source)
+        name = source
+        if not path.exists():
+            fail(f"{source}: no such file")
+        if path.is_dir():
+            fail(f"{source}: is a directory, expected a JSON snapshot")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            fail(f"{source}: cannot be read: {exc}")
+    try:
+        return load_snapshot(text, name)
+    except InputError as exc:
+        fail(str(exc))

@@ -1,0 +1,159 @@
+"""``gpuyield simulate``: gpuyield against stock Volcano preemption on one workload.
+
+The composition root for the simulator: it reads the scenario and the trace
+(the only I/O), seeds the workload, runs each policy with a progress bar and
+renders the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from gpuyield.agents.simulator import POLICIES, run_policy
+from gpuyield.agents.simulator.defaults import default_scenario
+from gpuyield.agents.simulator.jobs import JobSpec
+from gpuyield.agents.simulator.scenario_file import read_scenario_file
+from gpuyield.agents.simulator.trace import parse_queue_map, parse_trace, read_trace_text
+from gpuyield.agents.simulator.workload import generate
+from gpuyield.cli_io import fail
+from gpuyield.schemas import InputError
+from gpuyield.schemas.scenario import Scenario
+from gpuyield.schemas.simulation import PolicyResult
+
+METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("sla_attainment", "SLA attainment (production)", "{:.2%}"),
+    ("lost_gpu_hours_per_day", "lost GPU-hours / day", "{:.1f}"),
+    ("dangling_gangs_per_week", "dangling gangs / week", "{:.1f}"),
+    ("gpu_utilization", "GPU utilization (useful)", "{:.1%}"),
+    ("evictions", "evictions", "{}"),
+    ("livelock_incidents", "livelock incidents", "{}"),
+    ("production_wait_p50_s", "production wait p50 (s)", "{:.0f}"),
+    ("production_wait_p99_s", "production wait p99 (s)", "{:.0f}"),
+    ("jobs_completed", "jobs completed", "{}"),
+    ("jobs_failed", "jobs Failed (retries spent)", "{}"),
+)
+
+
+def simulate_command(
+    scenario: Annotated[
+        Path | None, typer.Option(help="Scenario file (JSON or YAML) over the default scenario.")
+    ] = None,
+    nodes: Annotated[int | None, typer.Option(min=1, help="Nodes in the cluster.")] = None,
+    gpus_per_node: Annotated[int | None, typer.Option(min=1, help="GPUs per node.")] = None,
+    days: Annotated[float | None, typer.Option(min=0.01, help="Simulated days.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the workload and tie-breaks.")] = None,
+    trace: Annotated[
+        Path | None, typer.Option(help="CSV trace: job_id,submit_s,duration_s,num_gpus,queue.")
+    ] = None,
+    queue_map: Annotated[
+        str | None, typer.Option(help="Trace queues onto scenario queues: SRC=DST,...,*=DST.")
+    ] = None,
+    policies: Annotated[str, typer.Option(help="Comma-separated policies to compare.")] = ",".join(
+        POLICIES
+    ),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print only the figures as JSON.")
+    ] = False,
+) -> None:
+    """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
+    names = [p.strip() for p in policies.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        fail(
+            f"--policies: unknown policy '{unknown[0] if unknown else ''}' "
+            f"(choose from {', '.join(POLICIES)})"
+        )
+    try:
+        chosen = _scenario(scenario, nodes, gpus_per_node, days, seed)
+        jobs, dropped = _jobs(chosen, trace, queue_map)
+    except InputError as exc:
+        fail(str(exc))
+    console = Console(stderr=True)
+    results: dict[str, PolicyResult] = {}
+    with Progress(
+        TextColumn("{task.description:<15}"),
+        BarColumn(),
+        TextColumn("{task.percentage:>5.1f}% of {task.fields[days]:g} days"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json or not console.is_terminal,
+    ) as progress:
+        for name in names:
+            task = progress.add_task(name, total=1.0, days=chosen.days)
+
+            def advance(done: float, task: TaskID = task) -> None:
+                progress.update(task, completed=done)
+
+            results[name] = run_policy(chosen, jobs, name, advance)
+    if as_json:
+        document = {
+            "scenario": chosen.model_dump(mode="json"),
+            "policies": {n: r.metrics.model_dump(mode="json") for n, r in results.items()},
+        }
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    _table(Console(), chosen, results, len(jobs), dropped)
+
+
+def _scenario(
+    path: Path | None, nodes: int | None, gpus: int | None, days: float | None, seed: int | None
+) -> Scenario:
+    base = read_scenario_file(path) if path is not None else default_scenario()
+    overrides = {
+        k: v
+        for k, v in {"nodes": nodes, "gpus_per_node": gpus, "days": days, "seed": seed}.items()
+        if v is not None
+    }
+    return Scenario.model_validate({**base.model_dump(), **overrides}) if overrides else base
+
+
+def _jobs(
+    scenario: Scenario, trace: Path | None, queue_map: str | None
+) -> tuple[list[JobSpec], int]:
+    rng = random.Random(scenario.seed)  # noqa: S311 -- a seeded workload, not security
+    if trace is None:
+        if queue_map is not None:
+            raise InputError("--queue-map: only meaningful with --trace")
+        return generate(scenario, rng), 0
+    load = parse_trace(
+        read_trace_text(trace),
+        queue_map=parse_queue_map(queue_map or ""),
+        known_queues={q.name for q in scenario.queues},
+        days=scenario.days,
+        nodes=scenario.nodes,
+        gpus_per_node=scenario.gpus_per_node,
+        rng=rng,
+        workload=scenario.workload,
+        restart_job_share=scenario.restart_job_share,
+    )
+    return load.jobs, load.dropped_too_large
+
+
+def _table(
+    console: Console,
+    scenario: Scenario,
+    results: dict[str, PolicyResult],
+    jobs: int,
+    dropped: int,
+) -> None:
+    title = (
+        f"{scenario.nodes} nodes x {scenario.gpus_per_node} GPUs, {scenario.days:g} days, "
+        f"seed {scenario.seed}, {jobs} jobs"
+        + (f" ({dropped} dropped: larger than the cluster)" if dropped else "")
+    )
+    table = Table(title=title)
+    table.add_column("metric")
+    for name in results:
+        table.add_column(name, justify="right")
+    for key, label, fmt in METRIC_ROWS:
+        table.add_row(label, *(fmt.format(getattr(r.metrics, key)) for r in results.values()))
+    console.print(table)

@@ -1,0 +1,121 @@
+"""The simulator's engine and its three policies, on clusters small enough to reason about."""
+
+from __future__ import annotations
+
+import random
+
+from gpuyield.agents.simulator import run_policy
+from gpuyield.agents.simulator.defaults import default_scenario
+from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.workload import generate
+from gpuyield.schemas import Policy, Queue
+from gpuyield.schemas.scenario import Scenario
+from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
+
+HOUR = 3600.0
+
+
+def two_queue_cluster(nodes: int = 2, days: float = 0.5) -> Scenario:
+    return Scenario(
+        nodes=nodes,
+        gpus_per_node=8,
+        days=days,
+        queues=(
+            Queue(
+                name="prod",
+                guarantee=GpuAmount(gpu=8 * nodes),
+                capability=GpuLimit(gpu=8 * nodes),
+                reclaimable=False,
+            ),
+            Queue(name="research", guarantee=GpuAmount(gpu=0), reclaimable=True),
+        ),
+        policy=Policy(cooldown_s=0),
+        kill_grace_s=30,
+        checkpoint_save_s=60,
+        cycle_s=60,
+    )
+
+
+def research_gang(
+    name: str = "gang",
+    *,
+    restart_job: bool,
+    pods: int = 2,
+    submit_s: float = 0.0,
+    duration_h: float = 10.0,
+) -> JobSpec:
+    return JobSpec(
+        name=name,
+        queue="research",
+        kind=JobKind.RESEARCH,
+        submit_s=submit_s,
+        pods=pods,
+        gpus_per_pod=8,
+        min_available=pods,
+        duration_s=duration_h * HOUR,
+        checkpoint_interval_s=HOUR,
+        priority=100,
+        restart_job=restart_job,
+    )
+
+
+def production(name: str, submit_s: float, *, duration_h: float = 1.0) -> JobSpec:
+    return JobSpec(
+        name=name,
+        queue="prod",
+        kind=JobKind.PRODUCTION,
+        submit_s=submit_s,
+        pods=1,
+        gpus_per_pod=8,
+        min_available=1,
+        duration_s=duration_h * HOUR,
+        checkpoint_interval_s=HOUR,
+        priority=1000,
+        sla_s=4 * duration_h * HOUR,
+    )
+
+
+def test_the_same_seed_gives_the_same_numbers_byte_for_byte() -> None:
+    scenario = default_scenario().model_copy(update={"days": 1.0, "nodes": 16})
+    jobs = generate(scenario, random.Random(scenario.seed))
+    first = run_policy(scenario, jobs, "volcano-native").model_dump_json()
+    second = run_policy(scenario, jobs, "volcano-native").model_dump_json()
+    assert first == second
+
+
+def test_a_task_by_task_victim_leaves_a_dangling_gang_under_stock_volcano() -> None:
+    jobs = [research_gang(restart_job=False), production("ft", submit_s=1.5 * HOUR)]
+    result = run_policy(two_queue_cluster(), jobs, "volcano-native")
+    assert result.metrics.dangling_gangs_per_week > 0
+    assert result.metrics.lost_gpu_hours_per_day > 0
+
+
+def test_restart_job_retries_end_in_failed_under_stock_volcano() -> None:
+    bursts = [production(f"ft-{k}", submit_s=(0.6 + k) * HOUR, duration_h=0.25) for k in range(4)]
+    jobs = [research_gang(restart_job=True), *bursts]
+    scenario = two_queue_cluster(days=0.25 * 24 / 4)
+    result = run_policy(scenario, jobs, "volcano-native")
+    assert result.metrics.jobs_failed == 1
+
+
+def test_gpuyield_never_leaves_a_dangling_gang() -> None:
+    jobs = [research_gang(restart_job=False), production("ft", submit_s=1.5 * HOUR)]
+    result = run_policy(two_queue_cluster(), jobs, "gpuyield")
+    assert result.metrics.dangling_gangs_per_week == 0
+    assert result.metrics.evictions == 1
+
+
+def test_a_graceful_yield_loses_no_work() -> None:
+    jobs = [research_gang(restart_job=True), production("ft", submit_s=1.5 * HOUR)]
+    result = run_policy(two_queue_cluster(), jobs, "gpuyield")
+    assert result.metrics.lost_gpu_hours_per_day == 0.0
+    assert result.metrics.jobs_failed == 0
+
+
+def test_utilization_counts_the_work_done_over_all_gpu_time() -> None:
+    # One 8-GPU job of 2 h alone on one 8-GPU node for 4 h: half of the GPU time is useful.
+    scenario = two_queue_cluster(nodes=1, days=4 / 24)
+    jobs = [production("ft", submit_s=0.0, duration_h=2.0)]
+    result = run_policy(scenario, jobs, "volcano-native")
+    assert abs(result.metrics.gpu_utilization - 0.5) < 1e-9
+    assert result.metrics.sla_attainment == 1.0
