@@ -530,5 +530,27 @@ class Simulation:
         tally.evictions_this_hour = 0
 
 
+def volcano_victim_job(sim: Simulation, preemptor: SimJob, other: SimJob, *, reclaim: bool) -> bool:
+    """Whether stock Volcano offers ``other``'s tasks to ``preemptor`` in preempt or reclaim.
+
+    ``preempt``: the same queue and a strictly lower job priority (the
+    priority plugin); ``reclaim``: another queue that is reclaimable
+    (``queue_info.go:80-95``), no priority check. Either way only running,
+    preemptable jobs (``volcano.sh/preemptable`` defaults to true).
+    """
+    if other is preemptor or other.phase is not Phase.RUNNING or other.yielding:
+        return False
+    if not other.spec.preemptable:
+        return False
+    if reclaim:
+        return (
+            other.spec.queue != preemptor.spec.queue
+            and sim.tree.queues[other.spec.queue].reclaimable
+        )
+    return (
+        other.spec.queue == preemptor.spec.queue and other.spec.priority < preemptor.spec.priority
+    )
+
+
 def production_jobs(sim: Simulation) -> list[SimJob]:
     return [j for j in sim.order if j.spec.kind is JobKind.PRODUCTION]

@@ -23,8 +23,8 @@ section 4.2):
 
 from __future__ import annotations
 
-from gpuyield.agents.simulator.engine import Decision, Simulation
-from gpuyield.agents.simulator.state import Phase, SimJob
+from gpuyield.agents.simulator.engine import Decision, Simulation, volcano_victim_job
+from gpuyield.agents.simulator.state import SimJob
 
 
 class VolcanoGang:
@@ -47,16 +47,7 @@ class VolcanoGang:
         idle = sum(sim.cluster.free)
         bundles: list[tuple[int, int, str, tuple[int, ...], int]] = []
         for other in sim.active():
-            if other is job or other.phase is not Phase.RUNNING or other.yielding:
-                continue
-            if not other.spec.preemptable:
-                continue
-            same = other.spec.queue == spec.queue
-            if reclaim == same:
-                continue
-            if not reclaim and other.spec.priority >= spec.priority:
-                continue
-            if reclaim and not sim.tree.queues[other.spec.queue].reclaimable:
+            if not volcano_victim_job(sim, job, other, reclaim=reclaim):
                 continue
             placed = sorted(other.placed(), key=lambda p: p.index)
             slack = max(0, len(placed) - other.spec.min_available)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import random  # noqa: TID251 -- a seeded Random is passed in: Volcano's node order is map order
 
-from gpuyield.agents.simulator.engine import Decision, Simulation
+from gpuyield.agents.simulator.engine import Decision, Simulation, volcano_victim_job
 from gpuyield.agents.simulator.state import Phase, SimJob, SimPod
 
 
@@ -55,8 +55,6 @@ class VolcanoNative:
         by_node: dict[int, list[tuple[SimJob, SimPod]]] = {}
         for other in sim.active():
             if other is job or other.phase is not Phase.RUNNING or other.yielding:
-                continue
-            if not other.spec.preemptable:
                 continue
             for pod in other.placed():
                 assert pod.node is not None
@@ -122,15 +120,9 @@ class VolcanoNative:
         *,
         reclaim: bool,
     ) -> list[tuple[SimJob, SimPod]]:
-        spec = job.spec
         on_node: list[tuple[SimJob, SimPod]] = []
         for other, pod in pods:
-            same = other.spec.queue == spec.queue
-            if reclaim == same:
-                continue
-            if not reclaim and other.spec.priority >= spec.priority:
-                continue
-            if reclaim and not sim.tree.queues[other.spec.queue].reclaimable:
+            if not volcano_victim_job(sim, job, other, reclaim=reclaim):
                 continue
             if pod.index not in evicted.get(other.name, set()):
                 on_node.append((other, pod))
