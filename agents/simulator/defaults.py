@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 
+from gpuyield.schemas import Policy
 from gpuyield.schemas.scenario import DEFAULT_QUEUES, Scenario, WorkloadMix
 
 PRODUCTION_PRIORITY = 1000
@@ -179,7 +180,15 @@ def default_scenario() -> Scenario:
     the three queues of ``DEFAULT_QUEUES`` (production-core, research-elastic
     and the documented third queue, shared) and ``DEFAULT_WORKLOAD``.
     """
-    return Scenario(queues=DEFAULT_QUEUES, workload=DEFAULT_WORKLOAD)
+    return Scenario(queues=DEFAULT_QUEUES, workload=DEFAULT_WORKLOAD, policy=DEFAULT_POLICY)
+
+
+DEFAULT_POLICY = Policy(cooldown_s=1800.0)
+"""The contract's defaults, but a 30-minute cooldown: a job that just started or
+resumed is spared for as long as the livelock guard watches for a
+preempt-after-resume cycle, so gpuyield does not feed the cycles it detects.
+Stock Volcano has no cooldown unless the ``cdp`` plugin is configured, and
+the simulated baselines have none."""
 
 
 def render_default_scenario() -> str:

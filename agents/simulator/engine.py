@@ -355,7 +355,8 @@ class Simulation:
             job.phase = Phase.RUNNING
             return
         if job.phase is not Phase.RUNNING or job.broken:
-            if job.phase is Phase.SUSPENDED:
+            if job.evictions:
+                # A restart after an eviction, resumed or requeued: the cycle detector's cue.
                 self.guard = self.guard.observe_resume(job.name, self.now)
             job.phase = Phase.RUNNING
             job.broken = False
