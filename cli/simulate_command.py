@@ -25,22 +25,10 @@ from gpuyield.agents.simulator.scenario_file import read_scenario_file
 from gpuyield.agents.simulator.trace import parse_queue_map, parse_trace, read_trace_text
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli_io import fail
+from gpuyield.report import METRIC_ROWS, write_report
 from gpuyield.schemas import InputError
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
-
-METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
-    ("sla_attainment", "SLA attainment (production)", "{:.2%}"),
-    ("lost_gpu_hours_per_day", "lost GPU-hours / day", "{:.1f}"),
-    ("dangling_gangs_per_week", "dangling gangs / week", "{:.1f}"),
-    ("gpu_utilization", "GPU utilization (useful)", "{:.1%}"),
-    ("evictions", "evictions", "{}"),
-    ("livelock_incidents", "livelock incidents", "{}"),
-    ("production_wait_p50_s", "production wait p50 (s)", "{:.0f}"),
-    ("production_wait_p99_s", "production wait p99 (s)", "{:.0f}"),
-    ("jobs_completed", "jobs completed", "{}"),
-    ("jobs_failed", "jobs Failed (retries spent)", "{}"),
-)
 
 
 def simulate_command(
@@ -63,6 +51,10 @@ def simulate_command(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the figures as JSON.")
     ] = False,
+    report: Annotated[
+        Path | None,
+        typer.Option(help="Directory to write the plots (PNG) and an HTML page into."),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -77,6 +69,11 @@ def simulate_command(
         jobs, dropped = _jobs(chosen, trace, queue_map)
     except InputError as exc:
         fail(str(exc))
+    if report is not None:
+        try:  # before the runs: a bad directory should not cost a long simulation
+            report.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            fail(f"--report {report}: cannot create the directory: {exc}")
     console = Console(stderr=True)
     results: dict[str, PolicyResult] = {}
     with Progress(
@@ -94,6 +91,14 @@ def simulate_command(
                 progress.update(task, completed=done)
 
             results[name] = run_policy(chosen, jobs, name, advance)
+    if report is not None:
+        try:
+            written = write_report(report, chosen, results)
+        except OSError as exc:
+            fail(f"--report {report}: cannot write the report: {exc}")
+        if not as_json:
+            for path in written:
+                sys.stderr.write(f"{path}\n")
     if as_json:
         document = {
             "scenario": chosen.model_dump(mode="json"),
