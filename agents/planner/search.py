@@ -259,14 +259,18 @@ class Search:
                 stack.append(opened)
 
     def _open_repair(self, state: State) -> _RepairFrame | None:
-        """A frame to branch from, or None when ``state`` is a leaf or a dead end."""
+        """A frame to branch from, or None when ``state`` is a leaf or a dead end.
+
+        A rule more evictions cannot repair (a victim's queue below its
+        guarantee) ends the branch at once, before it costs a step.
+        """
+        found = violations(self.s, state.evicted_by_queue, state.reclaimed)
+        if any(not v.repairable for v in found):
+            return None
         if not self.budget.tick():
             return None
-        found = violations(self.s, state.evicted_by_queue, self._reclaimed_from(state))
         if not found:
             self._leaf(state)
-            return None
-        if any(not v.repairable for v in found):
             return None
         ranks = sorted(
             {
@@ -288,7 +292,7 @@ class Search:
                 if not self.budget.tick():
                     return None
                 child = self._evict(state, changes)
-                if self._dominated(child) or self._broken(child):
+                if self._dominated(child):
                     continue
                 return replace(child, repair_from=frame.rank)
             if frame.next_rank >= len(frame.ranks):
@@ -622,9 +626,6 @@ class Search:
             weight=state.weight + weight,
         )
 
-    def _reclaimed_from(self, state: State) -> frozenset[str]:
-        return state.reclaimed
-
     def _repair_floor(
         self, state: State, changes: Changes, delta: DeltaCost
     ) -> tuple[float, int] | None:
@@ -660,13 +661,6 @@ class Search:
         if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
         return floor
-
-    def _broken(self, state: State) -> bool:
-        """A rule that more evictions cannot repair is already broken."""
-        reclaimed = self._reclaimed_from(state)
-        if not reclaimed:
-            return False
-        return any(not v.repairable for v in violations(self.s, state.evicted_by_queue, reclaimed))
 
     def _dominated(self, state: State) -> bool:
         """The branch cannot beat the best plan.

@@ -54,11 +54,6 @@ class CandidateFacts:
         self.queue = self.job.queue
         self.gpus = sum(p.gpus for p in self.pods)
 
-    @property
-    def surplus(self) -> int:
-        """Pods that may go one by one: those above min_available (rule 4)."""
-        return max(0, len(self.pods) - self.min_running)
-
 
 class PodToPlace(NamedTuple):
     name: str

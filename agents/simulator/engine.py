@@ -34,7 +34,7 @@ from typing import Protocol
 from gpuyield.agents.planner.hierarchy import QueueTree
 from gpuyield.agents.policy.livelock import LivelockGuard
 from gpuyield.agents.policy.resume import may_resume
-from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.state import Cluster, Phase, SimJob, SimPod
 from gpuyield.schemas.scenario import Scenario
 
@@ -551,7 +551,3 @@ def volcano_victim_job(sim: Simulation, preemptor: SimJob, other: SimJob, *, rec
     return (
         other.spec.queue == preemptor.spec.queue and other.spec.priority < preemptor.spec.priority
     )
-
-
-def production_jobs(sim: Simulation) -> list[SimJob]:
-    return [j for j in sim.order if j.spec.kind is JobKind.PRODUCTION]
