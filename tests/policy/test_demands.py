@@ -1,0 +1,43 @@
+"""One shortage, one round: the demand ledger holds a preemptor back while yields are in flight."""
+
+from __future__ import annotations
+
+from gpuyield.agents.policy.demands import DemandLedger
+
+
+def test_a_new_demand_may_be_planned() -> None:
+    assert DemandLedger().may_plan("ft", 0.0)
+
+
+def test_no_second_round_while_yields_are_in_flight() -> None:
+    ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a", "b"}), 0.0, 120.0)
+    assert not ledger.may_plan("ft", 60.0)
+
+
+def test_a_round_is_over_once_every_yield_is_acknowledged() -> None:
+    ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a", "b"}), 0.0, 120.0)
+    ledger = ledger.acknowledged("ft", "a").acknowledged("ft", "b")
+    assert ledger.waiting_on("ft") == frozenset()
+    assert ledger.may_plan("ft", 60.0)
+
+
+def test_a_redelivered_acknowledgement_changes_nothing() -> None:
+    ledger = DemandLedger().decided("ft", frozenset({"a", "b"}), 0.0, 120.0)
+    once = ledger.acknowledged("ft", "a")
+    assert once.acknowledged("ft", "a") is once
+
+
+def test_yields_past_their_deadline_no_longer_hold_the_demand_back() -> None:
+    ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
+    assert ledger.may_plan("ft", 120.0)
+
+
+def test_the_cooldown_holds_a_demand_back_after_a_round() -> None:
+    ledger = DemandLedger(cooldown_s=300.0).tried("ft", 0.0)
+    assert not ledger.may_plan("ft", 299.0)
+    assert ledger.may_plan("ft", 300.0)
+
+
+def test_a_settled_demand_starts_afresh() -> None:
+    ledger = DemandLedger(cooldown_s=300.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
+    assert ledger.settled("ft").may_plan("ft", 1.0)
