@@ -7,12 +7,28 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from gpuyield.schemas.messages import (
+    Alert,
+    DeadLetter,
+    Decision,
+    Heartbeat,
+    KubeEvent,
+    YieldAck,
+    YieldCommand,
+)
 from gpuyield.schemas.plan import Plan
 from gpuyield.schemas.snapshot import Snapshot
 
 EXPORTED: dict[str, type[BaseModel]] = {
     "snapshot.v1": Snapshot,
     "plan.v1": Plan,
+    "kube-event.v1": KubeEvent,
+    "heartbeat.v1": Heartbeat,
+    "decision.v1": Decision,
+    "yield-command.v1": YieldCommand,
+    "yield-ack.v1": YieldAck,
+    "alert.v1": Alert,
+    "dead-letter.v1": DeadLetter,
 }
 
 

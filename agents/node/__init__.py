@@ -1,0 +1,1 @@
+"""``gpuyield node-agent``: carries out yield commands on one node, once each."""

@@ -1,0 +1,1 @@
+"""The trainer SDK: a few lines in a torch training script make it yield gracefully."""

@@ -1,0 +1,50 @@
+"""Turning a topic's raw bytes into its message, or into a reason it cannot be.
+
+The reason is one line naming what is wrong (``not JSON``, ``unknown format
+version 2``, ``step: input should be greater than or equal to 0``), which is
+what a dead letter records and an operator reads.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gpuyield.schemas.errors import explain_validation_error
+
+M = TypeVar("M", bound=BaseModel)
+
+KNOWN_VERSIONS = (1,)
+
+
+class MessageError(ValueError):
+    """A message could not be read; ``str()`` is the one-line reason."""
+
+
+def decode(model: type[M], raw: bytes | str | None) -> M:
+    """Parse and validate one message, checking its format version first."""
+    if raw is None:
+        raise MessageError("empty message (a tombstone or a null value)")
+    try:
+        doc: Any = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise MessageError(f"not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise MessageError(f"not a JSON object (got {type(doc).__name__})")
+    version = doc.get("v", 1)
+    if version not in KNOWN_VERSIONS:
+        raise MessageError(
+            f"unknown format version {json.dumps(version)[:20]} for {model.__name__} "
+            f"(this reader knows {', '.join(map(str, KNOWN_VERSIONS))})"
+        )
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        raise MessageError(f"{model.__name__}: {explain_validation_error(exc)}") from None
+
+
+def encode(message: BaseModel) -> bytes:
+    """The canonical bytes of a message: compact JSON, keys in model order."""
+    return message.model_dump_json().encode()
