@@ -60,8 +60,10 @@ class KubeEvent(WireModel):
     @property
     def key(self) -> str:
         """The Kafka key: one object's changes stay ordered on one partition."""
-        return f"{self.kind.value}/{self.namespace}/{self.name}" if self.namespace else (
-            f"{self.kind.value}/{self.name}"
+        return (
+            f"{self.kind.value}/{self.namespace}/{self.name}"
+            if self.namespace
+            else (f"{self.kind.value}/{self.name}")
         )
 
 

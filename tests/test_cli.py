@@ -374,7 +374,7 @@ def test_only_the_first_of_several_problems_is_printed_with_a_count(
 ANNOTATIONS = {"title", "description", "default", "$defs"}
 VALIDATED = {
     "type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
-    "const", "minimum", "maximum", "minLength", "maxLength", "$ref",
+    "const", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "$ref",
 }  # fmt: skip
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
@@ -435,6 +435,8 @@ def errors(schema: Any, doc: Any, root: Doc, path: str = "$") -> list[str]:
         out.append(f"{path}: not one of {schema['enum']}")
     if "minimum" in schema and doc < schema["minimum"]:
         out.append(f"{path}: below {schema['minimum']}")
+    if "exclusiveMinimum" in schema and doc <= schema["exclusiveMinimum"]:
+        out.append(f"{path}: not above {schema['exclusiveMinimum']}")
     if "maximum" in schema and doc > schema["maximum"]:
         out.append(f"{path}: above {schema['maximum']}")
     if "minLength" in schema and len(doc) < schema["minLength"]:
@@ -466,11 +468,24 @@ def schemas(runner: CliRunner, tmp_path: Path) -> dict[str, Doc]:
     return written
 
 
-def test_schemas_writes_the_snapshot_and_plan_schemas(schemas: dict[str, Doc]) -> None:
-    assert set(schemas) == {"snapshot.v1.schema.json", "plan.v1.schema.json"}
+EVERY_SCHEMA = [
+    "snapshot.v1.schema.json",
+    "plan.v1.schema.json",
+    "kube-event.v1.schema.json",
+    "heartbeat.v1.schema.json",
+    "decision.v1.schema.json",
+    "yield-command.v1.schema.json",
+    "yield-ack.v1.schema.json",
+    "alert.v1.schema.json",
+    "dead-letter.v1.schema.json",
+]
 
 
-@pytest.mark.parametrize("name", ["snapshot.v1.schema.json", "plan.v1.schema.json"])
+def test_schemas_writes_the_schema_of_every_document_and_topic(schemas: dict[str, Doc]) -> None:
+    assert set(schemas) == set(EVERY_SCHEMA)
+
+
+@pytest.mark.parametrize("name", EVERY_SCHEMA)
 def test_each_schema_is_a_well_formed_json_schema(schemas: dict[str, Doc], name: str) -> None:
     schema = schemas[name]
     assert schema["type"] == "object"
