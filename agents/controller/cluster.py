@@ -1,0 +1,292 @@
+"""The cluster as the planner sees it, assembled from the decider's records.
+
+The same format-v1 snapshot the simulator builds from its state and a user
+feeds ``gpuyield plan``: a decision record's snapshot replays the decision.
+Choices made here (see docs/design/0003-controller.md):
+
+- a job is a PodGroup (its Volcano Job's name) with its GPU pods; jobs that
+  ask for no GPUs are left out, they neither free nor need any;
+- a pending job whose pods do not exist yet (Volcano creates them when the
+  PodGroup is admitted) gets the pods its Volcano Job's tasks describe;
+- pods on their way out (terminating, or of a job yielding now) hold their
+  GPUs until they are gone, so they appear as a separate job that may not be
+  preempted, ``<job>~leaving``;
+- GPUs nominated for another preemptor are taken off their node's capacity;
+- a queue a job names but the watch has not delivered is an unlimited,
+  reclaimable queue of weight 1 (Volcano's ``default`` queue, as installed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import (
+    EVICTIONS,
+    GROUP,
+    LEAVING,
+    NODE,
+    POD,
+    PROGRESS,
+    QUEUE,
+    RESERVATION,
+    SUSPENDED,
+    VJOB,
+    Overlay,
+    Record,
+)
+from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
+from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
+
+PLACED_GROUP_PHASES = frozenset({"Running"})
+TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class JobView:
+    """One job as the decider reasons about it."""
+
+    name: str  # namespace/name
+    queue: str
+    priority: float
+    state: JobState
+    pods: tuple[Pod, ...]
+    leaving: tuple[Pod, ...]
+    min_available: int | None
+    preemptable: bool
+    submitted_at: float | None
+    started_at: float | None
+    unschedulable: bool
+
+    @property
+    def placed(self) -> int:
+        return sum(1 for p in self.pods if p.node is not None)
+
+    @property
+    def waiting(self) -> bool:
+        """Pending with pods to place: a demand, once Volcano says it cannot place them."""
+        return self.state is JobState.PENDING and any(p.node is None for p in self.pods)
+
+
+def _key_tail(key: str, prefix: str) -> str:
+    return key[len(prefix) :]
+
+
+def _priority(values: list[float], classes: list[str | None], config: ControllerConfig) -> float:
+    if values:
+        return max(values)
+    for name in classes:
+        if name is not None and name in config.priority_classes:
+            return float(config.priority_classes[name])
+    return 0.0
+
+
+def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
+    """Every GPU job the records know, by ``namespace/name``."""
+    groups: dict[str, Record] = {}
+    group_job: dict[str, str] = {}
+    for key, group in records.with_prefix(GROUP):
+        job = f"{group['namespace']}/{group['job']}"
+        groups[job] = group
+        group_job[_key_tail(key, GROUP)] = job
+    vjobs = {_key_tail(k, VJOB): v for k, v in records.with_prefix(VJOB)}
+    pods_of: dict[str, list[tuple[str, Record]]] = {}
+    for key, pod in records.with_prefix(POD):
+        if pod["job"]:
+            job = f"{pod['namespace']}/{pod['job']}"
+        elif pod["group"]:
+            job = group_job.get(f"{pod['namespace']}/{pod['group']}", "")
+        else:
+            continue  # not a gang member: Volcano never preempts for or from it here
+        if job:
+            pods_of.setdefault(job, []).append((key, pod))
+    leaving_pods = {
+        _key_tail(k, LEAVING): frozenset(record["pods"])
+        for k, record in records.with_prefix(LEAVING)
+    }
+    # A job whose resume was issued waits like any pending job from then on.
+    suspended = {
+        _key_tail(k, SUSPENDED)
+        for k, record in records.with_prefix(SUSPENDED)
+        if not record.get("resume_issued")
+    }
+
+    out: dict[str, JobView] = {}
+    for name in sorted(set(groups) | set(vjobs) | set(pods_of)):
+        group = groups.get(name)
+        vjob = vjobs.get(name)
+        members = pods_of.get(name, [])
+        live = [
+            (k, p) for k, p in members if p["phase"] not in TERMINAL_POD_PHASES and p["gpus"] > 0
+        ]
+        staying: list[Pod] = []
+        leaving: list[Pod] = []
+        for key, pod in live:
+            placed = pod["node"] is not None
+            model = Pod(
+                name=_key_tail(key, POD).split("/", 1)[1],
+                gpus=pod["gpus"],
+                node=pod["node"],
+                phase=PodPhase.RUNNING if placed else PodPhase.PENDING,
+            )
+            if placed and (pod["terminating"] or model.name in leaving_pods.get(name, ())):
+                leaving.append(model)
+            elif not pod["terminating"]:
+                staying.append(model)
+        if not any(p.node is not None for p in staying) and vjob is not None:
+            staying = _planned_pods(name, vjob, staying)
+        if not staying and not leaving:
+            continue
+        any_placed = any(p.node is not None for p in staying)
+        group_phase = group["phase"] if group else ("Running" if any_placed else "Pending")
+        if any_placed and (group_phase in PLACED_GROUP_PHASES or group is None):
+            state = JobState.RUNNING
+        elif name in suspended and not any_placed:
+            state = JobState.SUSPENDED
+        elif any_placed:
+            state = JobState.RUNNING  # partly placed: the planner treats it as a running gang
+        else:
+            state = JobState.PENDING
+        pod_records = [p for _, p in members]
+        priority = _priority(
+            [float(p["priority"]) for p in pod_records if p.get("priority") is not None],
+            [
+                *(p.get("priority_class") for p in pod_records),
+                group.get("priority_class") if group else None,
+                vjob.get("priority_class") if vjob else None,
+            ],
+            config,
+        )
+        started = [p["started_at"] for p in pod_records if p.get("started_at") is not None]
+        progress = records.get(PROGRESS + name)
+        if progress is not None and state is JobState.RUNNING:
+            started.append(progress["first_seen_at"])
+        min_available = (group or {}).get("min_member")
+        if min_available is None and vjob is not None:
+            min_available = vjob.get("min_available")
+        out[name] = JobView(
+            name=name,
+            queue=(group or vjob or {"queue": "default"})["queue"],
+            priority=priority,
+            state=state,
+            pods=tuple(staying),
+            leaving=tuple(leaving),
+            min_available=min_available,
+            preemptable=all(r.get("preemptable", True) for r in (group, vjob) if r)
+            and all(p["preemptable"] for p in pod_records),
+            submitted_at=(group or vjob or {}).get("created_at"),
+            started_at=min(started) if started and state is JobState.RUNNING else None,
+            unschedulable=bool(group and group["unschedulable"])
+            or any(p["unschedulable"] for p in pod_records if p["node"] is None),
+        )
+    return out
+
+
+def _planned_pods(job: str, vjob: Record, existing: list[Pod]) -> list[Pod]:
+    """The pods a not-yet-admitted Volcano Job will create, with those that exist."""
+    have = {p.name for p in existing}
+    pods = list(existing)
+    short = job.split("/", 1)[1]
+    for task in vjob["tasks"]:
+        for index in range(task["replicas"]):
+            name = f"{short}-{task['name']}-{index}"  # Volcano's pod naming
+            if name not in have and task["gpus_per_pod"] > 0:
+                pods.append(Pod(name=name, gpus=task["gpus_per_pod"], phase=PodPhase.PENDING))
+    return pods
+
+
+def snapshot(
+    records: Overlay,
+    views: Mapping[str, JobView],
+    preemptor: str,
+    now: float,
+    config: ControllerConfig,
+) -> Snapshot:
+    """The planner's input for making room for ``preemptor``."""
+    reserved: dict[str, int] = {}
+    for key, reservation in records.with_prefix(RESERVATION):
+        if _key_tail(key, RESERVATION) == preemptor or reservation["until"] <= now:
+            continue
+        for node, gpus in reservation["nodes"].items():
+            reserved[node] = reserved.get(node, 0) + gpus
+    nodes = []
+    for key, node in records.with_prefix(NODE):
+        name = _key_tail(key, NODE)
+        if node["gpus"] <= 0:
+            continue
+        nodes.append(
+            Node(
+                name=name,
+                gpus=max(0, node["gpus"] - reserved.get(name, 0)),
+                schedulable=node["schedulable"],
+                topology=Topology(rack=node["rack"], nvlink_domain=node["nvlink"]),
+            )
+        )
+    known_nodes = {n.name for n in nodes}
+    queues = {
+        _key_tail(k, QUEUE): Queue(
+            name=_key_tail(k, QUEUE),
+            weight=q["weight"],
+            guarantee=GpuAmount(gpu=q["guarantee"]),
+            capability=GpuLimit(gpu=q["capability"]),
+            reclaimable=q["reclaimable"],
+            parent=q["parent"],
+        )
+        for k, q in records.with_prefix(QUEUE)
+    }
+    for queue in list(queues.values()):
+        if queue.parent is not None and queue.parent not in queues:
+            queues[queue.name] = queue.model_copy(update={"parent": None})
+    jobs_out: list[Job] = []
+    for view in views.values():
+        if view.queue not in queues:
+            queues[view.queue] = Queue(name=view.queue)
+        # Pods on nodes the watch has not delivered (or without GPUs) are left
+        # out: the planner can neither free nor use those GPUs.
+        staying = tuple(p for p in view.pods if p.node is None or p.node in known_nodes)
+        leaving = tuple(p for p in view.leaving if p.node in known_nodes)
+        if leaving:
+            jobs_out.append(
+                Job(
+                    name=f"{view.name}~leaving",
+                    queue=view.queue,
+                    priority=view.priority,
+                    state=JobState.RUNNING,
+                    preemptable=False,
+                    pods=tuple(p.model_copy(update={"name": f"{p.name}~leaving"}) for p in leaving),
+                )
+            )
+        if view.name != preemptor and not any(p.node is not None for p in staying):
+            continue  # waiting jobs other than the preemptor hold nothing
+        if not staying:
+            continue
+        progress = records.get(PROGRESS + view.name)
+        evictions = records.get(EVICTIONS + view.name, [])
+        min_available = view.min_available
+        if min_available is not None:
+            min_available = min(min_available, len(staying))
+        jobs_out.append(
+            Job(
+                name=view.name,
+                queue=view.queue,
+                priority=view.priority,
+                state=view.state,
+                pods=staying,
+                min_available=min_available,
+                preemptable=view.preemptable,
+                submitted_at=view.submitted_at,
+                started_at=view.started_at,
+                progress=progress["progress"] if progress else 0.0,
+                last_checkpoint_at=progress["last_checkpoint_at"] if progress else None,
+                evictions=tuple(e for e in evictions if e <= now),
+            )
+        )
+    return Snapshot(
+        version=1,
+        now=now,
+        policy=config.policy,
+        nodes=tuple(nodes),
+        queues=tuple(queues[name] for name in sorted(queues)),
+        jobs=tuple(jobs_out),
+    )

@@ -1,0 +1,214 @@
+"""What the controller keeps of each Kubernetes object: a small JSON record.
+
+The watch delivers whole objects (a pod is kilobytes); the decider needs a
+dozen fields of each. Records are plain JSON-able dicts so the Faust table
+that holds them can store and replay them as they are, and so a decision
+record's inputs are readable without this code.
+
+Where Volcano offers several sources for one fact, the choice is written down
+next to it (docs/design/0003-controller.md collects them):
+
+- a pod's job: label ``volcano.sh/job-name``, else its PodGroup
+  (annotation ``scheduling.k8s.io/group-name``);
+- a PodGroup's job: its owner of kind ``Job``, else the PodGroup itself
+  (plain pods grouped by hand);
+- priority: the pods' ``spec.priority`` (the admission plugin resolved the
+  PriorityClass into it), else the configured class table, else 0;
+- GPUs: container limits of ``nvidia.com/gpu`` (requests must equal limits
+  for extended resources), summed over containers and init containers taken
+  as their maximum, the way the scheduler counts them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+GPU = "nvidia.com/gpu"
+GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+JOB_LABEL = "volcano.sh/job-name"
+PREEMPTABLE = "volcano.sh/preemptable"
+
+Record = dict[str, Any]
+
+
+class FactError(ValueError):
+    """An object the controller cannot read; the message names the field."""
+
+
+def _dig(obj: Mapping[str, Any], *path: str) -> Any:
+    cur: Any = obj
+    for part in path:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(part)
+    return cur
+
+
+def parse_time(value: Any) -> float | None:
+    """RFC 3339 (``2026-11-30T01:02:03Z``) as Unix seconds; None when absent."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        raise FactError(f"not an RFC 3339 time: {value!r}") from None
+
+
+def gpu_quantity(value: Any, where: str) -> int:
+    """A whole number of GPUs (extended resources admit no fractions or suffixes)."""
+    if value is None:
+        return 0
+    try:
+        amount = int(str(value))
+    except ValueError:
+        raise FactError(f"{where}: {GPU} must be a whole number, got {value!r}") from None
+    if amount < 0:
+        raise FactError(f"{where}: {GPU} must not be negative, got {amount}")
+    return amount
+
+
+def _container_gpus(container: Mapping[str, Any], where: str) -> int:
+    resources = container.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    return gpu_quantity(limits.get(GPU, requests.get(GPU)), where)
+
+
+def pod_gpus(pod: Mapping[str, Any]) -> int:
+    spec = pod.get("spec") or {}
+    name = _dig(pod, "metadata", "name")
+    main = sum(
+        _container_gpus(c, f"pod {name} container {c.get('name')}")
+        for c in spec.get("containers") or ()
+    )
+    init = max(
+        (
+            _container_gpus(c, f"pod {name} initContainer {c.get('name')}")
+            for c in spec.get("initContainers") or ()
+        ),
+        default=0,
+    )
+    return max(main, init)
+
+
+def _preemptable(meta: Mapping[str, Any]) -> bool:
+    for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
+        if str(source.get(PREEMPTABLE, "true")).lower() == "false":
+            return False
+    return True
+
+
+def node_record(node: Mapping[str, Any], *, rack_label: str, nvlink_label: str) -> Record:
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    unschedulable = bool(_dig(node, "spec", "unschedulable"))
+    return {
+        "gpus": gpu_quantity(allocatable.get(GPU), f"node {meta.get('name')}"),
+        "schedulable": ready and not unschedulable,
+        "rack": labels.get(rack_label),
+        "nvlink": labels.get(nvlink_label),
+    }
+
+
+def pod_record(pod: Mapping[str, Any]) -> Record:
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    labels = meta.get("labels") or {}
+    annotations = meta.get("annotations") or {}
+    scheduled_false = any(
+        c.get("type") == "PodScheduled" and c.get("status") == "False"
+        for c in status.get("conditions") or ()
+    )
+    return {
+        "namespace": meta.get("namespace") or "default",
+        "job": labels.get(JOB_LABEL) or annotations.get(JOB_LABEL),
+        "group": annotations.get(GROUP_ANNOTATION),
+        "gpus": pod_gpus(pod),
+        "node": spec.get("nodeName") or None,
+        "phase": status.get("phase") or "Pending",
+        "terminating": meta.get("deletionTimestamp") is not None,
+        "unschedulable": scheduled_false,
+        "priority": spec.get("priority"),
+        "priority_class": spec.get("priorityClassName"),
+        "started_at": parse_time(status.get("startTime")),
+        "preemptable": _preemptable(meta),
+        "uid": meta.get("uid"),
+    }
+
+
+def pod_group_record(group: Mapping[str, Any]) -> Record:
+    meta = group.get("metadata") or {}
+    spec = group.get("spec") or {}
+    status = group.get("status") or {}
+    owner = next(
+        (o.get("name") for o in meta.get("ownerReferences") or () if o.get("kind") == "Job"),
+        None,
+    )
+    unschedulable = any(
+        c.get("type") == "Unschedulable" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    return {
+        "namespace": meta.get("namespace") or "default",
+        "job": owner or meta.get("name"),
+        "queue": spec.get("queue") or "default",
+        "min_member": spec.get("minMember"),
+        "priority_class": spec.get("priorityClassName"),
+        "phase": status.get("phase") or "Pending",
+        "unschedulable": unschedulable,
+        "created_at": parse_time(meta.get("creationTimestamp")),
+        "preemptable": _preemptable(meta),
+    }
+
+
+def volcano_job_record(job: Mapping[str, Any]) -> Record:
+    meta = job.get("metadata") or {}
+    spec = job.get("spec") or {}
+    tasks = []
+    for task in spec.get("tasks") or ():
+        pod = {"metadata": {"name": task.get("name")}, "spec": _dig(task, "template", "spec")}
+        tasks.append(
+            {
+                "name": task.get("name") or "task",
+                "replicas": int(task.get("replicas") or 0),
+                "gpus_per_pod": pod_gpus(pod),
+            }
+        )
+    return {
+        "namespace": meta.get("namespace") or "default",
+        "queue": spec.get("queue") or "default",
+        "min_available": spec.get("minAvailable"),
+        "priority_class": spec.get("priorityClassName"),
+        "phase": _dig(job, "status", "state", "phase") or "Pending",
+        "tasks": tasks,
+        "created_at": parse_time(meta.get("creationTimestamp")),
+        "preemptable": _preemptable(meta),
+        "uid": meta.get("uid"),
+    }
+
+
+def queue_record(queue: Mapping[str, Any]) -> Record:
+    meta = queue.get("metadata") or {}
+    spec = queue.get("spec") or {}
+    name = meta.get("name")
+    capability = (spec.get("capability") or {}).get(GPU)
+    guarantee = _dig(spec, "guarantee", "resource", GPU)
+    reclaimable = spec.get("reclaimable")
+    return {
+        "weight": float(spec.get("weight") or 1),
+        "capability": None
+        if capability is None
+        else gpu_quantity(capability, f"queue {name} capability"),
+        "guarantee": gpu_quantity(guarantee, f"queue {name} guarantee"),
+        "reclaimable": True if reclaimable is None else bool(reclaimable),
+        "parent": spec.get("parent") if spec.get("parent") not in (None, "", "root") else None,
+    }
