@@ -58,6 +58,7 @@ class JobView:
     submitted_at: float | None
     started_at: float | None
     unschedulable: bool
+    group_phase: str
 
     @property
     def placed(self) -> int:
@@ -66,7 +67,11 @@ class JobView:
     @property
     def waiting(self) -> bool:
         """Pending with pods to place: a demand, once Volcano says it cannot place them."""
-        return self.state is JobState.PENDING and any(p.node is None for p in self.pods)
+        return (
+            self.state is JobState.PENDING
+            and self.group_phase not in PLACED_GROUP_PHASES
+            and any(p.node is None for p in self.pods)
+        )
 
 
 def _key_tail(key: str, prefix: str) -> str:
@@ -179,6 +184,7 @@ def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
             started_at=min(started) if started and state is JobState.RUNNING else None,
             unschedulable=bool(group and group["unschedulable"])
             or any(p["unschedulable"] for p in pod_records if p["node"] is None),
+            group_phase=group_phase,
         )
     return out
 
@@ -204,12 +210,22 @@ def snapshot(
     config: ControllerConfig,
 ) -> Snapshot:
     """The planner's input for making room for ``preemptor``."""
-    reserved: dict[str, int] = {}
+    # GPUs nominated for other preemptors come first out of what leaving pods
+    # will free on that node (those pods still hold them), then out of the free ones.
+    leaving_gpus: dict[str, int] = {}
+    for view in views.values():
+        for pod in view.leaving:
+            if pod.node is not None:
+                leaving_gpus[pod.node] = leaving_gpus.get(pod.node, 0) + pod.gpus
+    nominated: dict[str, int] = {}
     for key, reservation in records.with_prefix(RESERVATION):
         if _key_tail(key, RESERVATION) == preemptor or reservation["until"] <= now:
             continue
         for node, gpus in reservation["nodes"].items():
-            reserved[node] = reserved.get(node, 0) + gpus
+            nominated[node] = nominated.get(node, 0) + gpus
+    reserved = {
+        node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()
+    }
     nodes = []
     for key, node in records.with_prefix(NODE):
         name = _key_tail(key, NODE)

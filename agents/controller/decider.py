@@ -341,19 +341,39 @@ def _apply_ack(s: _Step, ack: YieldAck) -> None:
 
 
 def _release_command(s: _Step, job: str, command_id: str) -> None:
+    """One of ``job``'s yields ended: its demand stops waiting on it once all have.
+
+    The pods stay marked as leaving until the watch shows them gone (the ack
+    and the pod deletion travel on different topics, in either order), so the
+    next round never plans with GPUs that are not free yet, nor evicts the
+    same pods twice.
+    """
     leaving = s.view.get(LEAVING + job)
     if leaving is None or command_id not in leaving["commands"]:
         return
     rest = [c for c in leaving["commands"] if c != command_id]
     if rest:
-        record = s.view[COMMAND + command_id]
-        pods = [p for p in leaving["pods"] if p not in record["pods"]]
-        s.put(LEAVING + job, {**leaving, "commands": rest, "pods": pods})
+        s.put(LEAVING + job, {**leaving, "commands": rest})
         return
-    s.put(LEAVING + job, None)
+    s.put(LEAVING + job, {**leaving, "commands": [], "settled_at": s.now})
     preemptor = s.view[COMMAND + command_id]["preemptor"]
     if preemptor is not None:
         s.save_ledger(preemptor, s.ledger(preemptor).acknowledged(preemptor, job))
+
+
+LEAVING_LIMIT_S = 600.0
+"""A settled yield whose pods the watch still shows after this long is no
+longer treated as leaving (the watch may have missed a deletion; a relist
+will correct the records either way)."""
+
+
+def _pods_gone(s: _Step, job: str, pods: list[str]) -> bool:
+    namespace = job.split("/", 1)[0]
+    for name in pods:
+        record = s.view.get(f"{POD}{namespace}/{name}")
+        if record is not None and record["phase"] not in cluster.TERMINAL_POD_PHASES:
+            return False
+    return True
 
 
 # -- 2. housekeeping -------------------------------------------------------
@@ -378,6 +398,13 @@ def _housekeeping(s: _Step) -> None:
                 details={"command_id": command_id, "node": command["node"]},
             )
             _release_command(s, job, command_id)
+    for key, record in list(s.view.with_prefix(LEAVING)):
+        settled = record.get("settled_at")
+        if settled is None:
+            continue
+        job = key[len(LEAVING) :]
+        if _pods_gone(s, job, record["pods"]) or s.now - settled > LEAVING_LIMIT_S:
+            s.put(key, None)
     for key, reservation in list(s.view.with_prefix(RESERVATION)):
         if reservation["until"] <= s.now:
             s.put(key, None)

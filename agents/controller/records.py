@@ -9,6 +9,7 @@ them back. ``Overlay`` lets a step read its own writes before they land.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ class Overlay(Mapping[str, Record]):
     def __init__(self, base: Mapping[str, Record], writes: Writes) -> None:
         self.base = base
         self.writes = writes
+        self._base_keys: list[str] | None = None
 
     def __getitem__(self, key: str) -> Record:
         if key in self.writes:
@@ -65,6 +67,14 @@ class Overlay(Mapping[str, Record]):
 
     def with_prefix(self, prefix: str) -> Iterator[tuple[str, Record]]:
         """Every live record whose key starts with ``prefix``, in key order."""
-        keys = sorted(k for k in self if k.startswith(prefix))
-        for key in keys:
+        if self._base_keys is None:
+            # One pass over the (possibly large, table-backed) base per step;
+            # every prefix lookup after that is a bisection.
+            self._base_keys = sorted(self.base)
+        base = self._base_keys
+        start = bisect.bisect_left(base, prefix)
+        stop = bisect.bisect_left(base, prefix + "\U0010ffff")
+        keys = {k for k in base[start:stop] if k not in self.writes}
+        keys.update(k for k, v in self.writes.items() if v is not None and k.startswith(prefix))
+        for key in sorted(keys):
             yield key, self[key]

@@ -1,0 +1,102 @@
+"""The live view: what an operator asks of the controller right now.
+
+A projection of the decider's records (jobs with their effective weights and
+cooldowns, pending demands, yields in flight, nominations, recent alerts) as
+one JSON document. The worker stores it in Redis for ``gpuyield status`` and
+dashboards; being derived, it can always be rebuilt from the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import (
+    ALERT,
+    COMMAND,
+    DEMAND,
+    EVICTIONS,
+    PROGRESS,
+    RESERVATION,
+    SUSPENDED,
+    Overlay,
+    Record,
+)
+from gpuyield.agents.planner import effective_weight
+from gpuyield.schemas import Job, JobState
+
+RECENT_ALERTS = 20
+
+
+def live_view(records: Mapping[str, Record], config: ControllerConfig, now: float) -> dict[str, Any]:
+    view = Overlay(records, {})
+    policy = config.policy
+    jobs = []
+    for job in cluster.jobs(view, config).values():
+        progress = view.get(PROGRESS + job.name) or {}
+        evictions = [
+            e for e in view.get(EVICTIONS + job.name, []) if 0 <= now - e <= policy.eviction_window_s
+        ]
+        model = Job(
+            name=job.name,
+            queue=job.queue,
+            priority=job.priority,
+            state=job.state,
+            pods=job.pods,
+            started_at=job.started_at,
+            progress=progress.get("progress", 0.0),
+        )
+        cooldown_until = (
+            job.started_at + policy.cooldown_s
+            if job.started_at is not None and job.state is JobState.RUNNING
+            else None
+        )
+        jobs.append(
+            {
+                "job": job.name,
+                "queue": job.queue,
+                "state": job.state.value,
+                "priority": job.priority,
+                "w_eff": round(effective_weight(model, now, policy), 3),
+                "gpus": sum(p.gpus for p in job.pods if p.node is not None),
+                "wanted_gpus": sum(p.gpus for p in job.pods),
+                "progress": progress.get("progress", 0.0),
+                "step": progress.get("step"),
+                "step_rate": progress.get("step_rate"),
+                "last_checkpoint_at": progress.get("last_checkpoint_at"),
+                "checkpoint_interval_s": progress.get("checkpoint_interval_s"),
+                "evictions": len(evictions),
+                "cooldown_until": cooldown_until
+                if cooldown_until is not None and cooldown_until > now
+                else None,
+                "suspended": SUSPENDED + job.name in view,
+                "leaving_gpus": sum(p.gpus for p in job.leaving),
+            }
+        )
+    demands = [
+        {"job": key[len(DEMAND) :], **record} for key, record in view.with_prefix(DEMAND)
+    ]
+    yields = [
+        {"command_id": key[len(COMMAND) :], **record}
+        for key, record in view.with_prefix(COMMAND)
+        if record["status"] == "issued"
+    ]
+    reservations = [
+        {"job": key[len(RESERVATION) :], **record}
+        for key, record in view.with_prefix(RESERVATION)
+        if record["until"] > now
+    ]
+    alerts = sorted(
+        ({"alert_id": key[len(ALERT) :], **record} for key, record in view.with_prefix(ALERT)),
+        key=lambda a: a["raised_at"],
+    )[-RECENT_ALERTS:]
+    return {
+        "updated_at": now,
+        "jobs": jobs,
+        "demands": demands,
+        "yields_in_flight": yields,
+        "reservations": reservations,
+        "recent_alerts": alerts,
+    }

@@ -1,0 +1,74 @@
+"""Drive the decider step by step, the way the worker does, and keep what it sent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from cluster_objects import T0, event, node, pod, pod_group, queue
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, Outcome, step
+from gpuyield.schemas.messages import Alert, Decision, KubeEventType, Tick, YieldCommand
+
+
+@dataclass
+class Controller:
+    config: ControllerConfig = field(default_factory=ControllerConfig)
+    records: dict[str, Any] = field(default_factory=dict)
+    decisions: list[Decision] = field(default_factory=list)
+    commands: list[YieldCommand] = field(default_factory=list)
+    alerts: list[Alert] = field(default_factory=list)
+    offset: int = 0
+
+    def feed(self, message: Input, origin: str | None = None) -> Outcome:
+        self.offset += 1
+        outcome = step(self.records, message, origin or f"in/0/{self.offset}", self.config)
+        for key, value in outcome.writes.items():
+            if value is None:
+                self.records.pop(key, None)
+            else:
+                self.records[key] = value
+        self.decisions += outcome.decisions
+        self.commands += outcome.commands
+        self.alerts += outcome.alerts
+        return outcome
+
+    def add(self, obj: dict[str, Any], at: float) -> Outcome:
+        return self.feed(event(obj, at))
+
+    def change(self, obj: dict[str, Any], at: float) -> Outcome:
+        return self.feed(event(obj, at, KubeEventType.MODIFIED))
+
+    def delete(self, obj: dict[str, Any], at: float) -> Outcome:
+        return self.feed(event(obj, at, KubeEventType.DELETED))
+
+    def tick(self, at: float) -> Outcome:
+        return self.feed(Tick(at=at))
+
+
+NOW = T0 + 6 * 3600  # research has run six hours
+
+
+def shared_pool(nodes: int = 4) -> Controller:
+    """A 4 x 8-GPU pool: production guaranteed 16 GPUs, research borrowing all 32."""
+    c = Controller()
+    at = NOW - 60
+    for i in range(nodes):
+        c.add(node(f"gpu-{i:02d}"), at)
+    c.add(queue("production", weight=4, capability=32, guarantee=16, reclaimable=False), at)
+    c.add(queue("research", weight=1, capability=32), at)
+    for j in range(nodes // 2):
+        name = f"sweep-{j}"
+        c.add(pod_group(name, namespace="research", queue="research", min_member=2), at)
+        for k in range(2):
+            c.add(pod(name, k, namespace="research", node=f"gpu-{2 * j + k:02d}"), at)
+    return c
+
+
+def production_demand(c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW) -> None:
+    """A production fine-tune Volcano could not place."""
+    c.add(pod_group(name, namespace="prod", queue="production", min_member=pods,
+                    phase="Inqueue", unschedulable=True), at)  # fmt: skip
+    for k in range(pods):
+        c.add(pod(name, k, namespace="prod", priority=1000), at)

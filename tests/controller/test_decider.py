@@ -1,0 +1,257 @@
+"""The decider, message by message: demands in, decisions, yield commands and alerts out."""
+
+from __future__ import annotations
+
+from cluster_objects import T0, node, pod, pod_group, queue
+from harness import NOW, Controller, production_demand, shared_pool
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.planner import plan
+from gpuyield.schemas import Policy
+from gpuyield.schemas.messages import CommandAction, JobProgress, YieldAck, YieldOutcome
+
+
+def ack(c: Controller, command_index: int, at: float, outcome: YieldOutcome) -> None:
+    command = c.commands[command_index]
+    c.feed(
+        YieldAck(
+            command_id=command.command_id,
+            decision_id=command.decision_id,
+            node=command.node,
+            job=command.job,
+            outcome=outcome,
+            checkpoint_step=1200 if outcome is YieldOutcome.CHECKPOINTED else None,
+            seconds_taken=40.0,
+            acked_at=at,
+        )
+    )
+
+
+def test_an_unschedulable_production_gang_gets_one_decision_with_a_command_per_victim_node() -> (
+    None
+):
+    c = shared_pool()
+    production_demand(c, pods=1)
+    assert len(c.decisions) == 1
+    decision = c.decisions[0]
+    assert decision.demand == "prod/ft-llama"
+    assert [v.job for v in decision.plan.victims] == ["research/sweep-0"]
+    assert sorted((cmd.node, cmd.pods) for cmd in c.commands) == [
+        ("gpu-00", ("sweep-0-worker-0",)),
+        ("gpu-01", ("sweep-0-worker-1",)),
+    ]
+    assert {cmd.action for cmd in c.commands} == {CommandAction.YIELD}
+    assert all(cmd.deadline == cmd.issued_at + 120.0 for cmd in c.commands)
+    assert decision.commands == tuple(cmd.command_id for cmd in c.commands)
+
+
+def test_the_decision_record_replays_to_the_same_plan() -> None:
+    c = shared_pool()
+    production_demand(c)
+    decision = c.decisions[0]
+    replayed = plan(decision.snapshot, decision.demand, explain=True)
+    assert replayed.model_dump_json() == decision.plan.model_dump_json()
+
+
+def test_a_pending_gang_volcano_has_not_marked_unschedulable_is_left_to_volcano() -> None:
+    c = shared_pool()
+    c.add(pod_group("ft", namespace="prod", queue="production", phase="Inqueue"), NOW)
+    c.add(
+        {**pod("ft", 0, namespace="prod", priority=1000), "status": {"phase": "Pending"}},
+        NOW,
+    )
+    assert c.decisions == []
+
+
+def test_reprocessing_the_same_input_gives_the_same_decision_and_command_ids() -> None:
+    first, second = shared_pool(), shared_pool()
+    production_demand(first)
+    production_demand(second)
+    assert [c.command_id for c in first.commands] == [c.command_id for c in second.commands]
+    assert first.decisions[0].decision_id == second.decisions[0].decision_id
+
+
+def test_the_same_shortage_triggers_no_second_round_while_its_yields_are_in_flight() -> None:
+    c = shared_pool()
+    production_demand(c)
+    for seconds in (5, 30, 90):
+        c.tick(NOW + seconds)
+        c.change(
+            pod_group("ft-llama", namespace="prod", queue="production", phase="Inqueue",
+                      unschedulable=True), NOW + seconds,
+        )  # fmt: skip
+    assert len(c.decisions) == 1
+
+
+def test_freed_gpus_stay_nominated_for_the_preemptor() -> None:
+    c = shared_pool()
+    production_demand(c, "ft-llama")
+    production_demand(c, "ft-mistral", at=NOW + 1)
+    first_nodes = {cmd.node for cmd in c.commands if c.decisions[0].decision_id == cmd.decision_id}
+    second = [d for d in c.decisions if d.demand == "prod/ft-mistral"]
+    assert second, "the second demand is planned with the GPUs not nominated for the first"
+    assert not {cmd.node for cmd in c.commands if cmd.decision_id == second[0].decision_id} & (
+        first_nodes
+    )
+
+
+def test_a_placed_preemptor_settles_its_demand_and_releases_its_nomination() -> None:
+    c = shared_pool()
+    production_demand(c)
+    c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 60)
+    assert not any(k.startswith(("demand/", "reservation/")) for k in c.records)
+
+
+def test_an_acknowledged_whole_job_yield_suspends_the_victim() -> None:
+    c = shared_pool()
+    production_demand(c)
+    ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
+    ack(c, 1, NOW + 41, YieldOutcome.CHECKPOINTED)
+    assert c.records["suspended/research/sweep-0"]["checkpoint_step"] == 1200
+    assert c.records["demand/prod/ft-llama"]["victims"] == []
+
+
+def test_acknowledged_pods_count_as_leaving_until_the_watch_shows_them_gone() -> None:
+    c = shared_pool()
+    production_demand(c)
+    ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
+    ack(c, 1, NOW + 41, YieldOutcome.CHECKPOINTED)
+    c.tick(NOW + 100)  # the demand may plan again, but the pods still hold their GPUs
+    assert len(c.decisions) == 1
+    assert "leaving/research/sweep-0" in c.records
+    for k in range(2):
+        c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 101)
+    assert "leaving/research/sweep-0" not in c.records
+
+
+def test_a_redelivered_ack_changes_nothing() -> None:
+    c = shared_pool()
+    production_demand(c)
+    ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
+    before = dict(c.records)
+    ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
+    assert c.records == before
+
+
+def test_a_hard_killed_yield_raises_an_alert() -> None:
+    c = shared_pool()
+    production_demand(c)
+    ack(c, 0, NOW + 120, YieldOutcome.HARD_KILLED)
+    assert [a.kind.value for a in c.alerts] == ["yield-hard-killed"]
+
+
+def test_a_yield_never_acknowledged_raises_one_alert_after_its_deadline_and_slack() -> None:
+    c = shared_pool()
+    production_demand(c)
+    c.tick(NOW + 120 + 29)
+    assert c.alerts == []
+    c.tick(NOW + 120 + 31)
+    c.tick(NOW + 120 + 60)
+    assert [a.kind.value for a in c.alerts] == ["yield-deadline-missed"] * 2  # one per command
+    assert len({a.alert_id for a in c.alerts}) == 2
+
+
+def test_a_job_evicted_again_and_again_raises_a_livelock_alert_once_and_is_then_spared() -> None:
+    c = Controller(config=ControllerConfig(policy=Policy(cooldown_s=0.0, max_evictions=3)))
+    c.add(node("gpu-00"), NOW)
+    c.add(queue("production", capability=8, guarantee=8, reclaimable=False), NOW)
+    c.add(queue("research", capability=8), NOW)
+    for round_ in range(5):
+        t = NOW + round_ * 1000
+        # Volcano requeued research and placed it again ...
+        c.add(pod_group("sweep", namespace="research", queue="research"), t)
+        c.add(pod("sweep", 0, namespace="research", node="gpu-00"), t)
+        # ... and the next production fine-tune takes the GPUs back.
+        name = f"ft-{round_}"
+        issued = len(c.commands)
+        production_demand(c, name, at=t + 1)
+        if len(c.commands) > issued:
+            ack(c, issued, t + 50, YieldOutcome.CHECKPOINTED)
+            c.delete(pod("sweep", 0, namespace="research", node="gpu-00"), t + 50)
+            c.add(pod(name, 0, namespace="prod", priority=1000, node="gpu-00"), t + 60)
+            c.change(pod_group(name, namespace="prod", queue="production"), t + 60)
+            c.delete(pod(name, 0, namespace="prod", priority=1000, node="gpu-00"), t + 900)
+        c.delete(pod_group(name, namespace="prod", queue="production"), t + 900)
+    evictions = [d for d in c.decisions if d.plan.victims]
+    livelocks = [a for a in c.alerts if a.kind.value == "livelock"]
+    assert len(evictions) == 3  # the eviction limit stops the cycle
+    assert len(livelocks) == 1
+
+
+def test_progress_reaches_the_snapshot_the_planner_sees() -> None:
+    c = shared_pool()
+    c.feed(
+        JobProgress(
+            job="research/sweep-0",
+            step=9000,
+            progress=0.95,
+            last_checkpoint_at=NOW - 30,
+            first_seen_at=T0,
+            updated_at=NOW - 5,
+        )
+    )
+    production_demand(c)
+    # Nearly done and just checkpointed: sweep-1 (never checkpointed) goes instead.
+    assert [v.job for v in c.decisions[0].plan.victims] == ["research/sweep-1"]
+    sweep0 = next(j for j in c.decisions[0].snapshot.jobs if j.name == "research/sweep-0")
+    assert sweep0.progress == 0.95
+
+
+def test_an_older_progress_summary_does_not_overwrite_a_newer_one() -> None:
+    c = shared_pool()
+    newer = JobProgress(job="research/sweep-0", step=10, progress=0.5, first_seen_at=T0,
+                        updated_at=NOW)  # fmt: skip
+    c.feed(newer)
+    c.feed(newer.model_copy(update={"progress": 0.1, "updated_at": NOW - 100}))
+    assert c.records["progress/research/sweep-0"]["progress"] == 0.5
+
+
+def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -> None:
+    c = shared_pool()
+    production_demand(c)
+    ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
+    ack(c, 1, NOW + 41, YieldOutcome.CHECKPOINTED)
+    for k in range(2):
+        c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 41)
+    c.add(pod_group("sweep-0", namespace="research", queue="research", min_member=2,
+                    phase="Pending"), NOW + 41)  # fmt: skip
+    c.add(
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "sweep-0", "namespace": "research"},
+            "spec": {
+                "queue": "research",
+                "minAvailable": 2,
+                "tasks": [
+                    {
+                        "name": "worker",
+                        "replicas": 2,
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": "trainer",
+                                        "resources": {"limits": {"nvidia.com/gpu": "8"}},
+                                    }
+                                ]
+                            }
+                        },
+                    }
+                ],
+            },
+            "status": {"state": {"phase": "Aborted"}},
+        },
+        NOW + 41,
+    )
+    # Production placed on one node; the other freed node stays nominated until then.
+    c.add(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 60)
+    c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 60)
+    assert not [cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]
+    # Production finishes and leaves: the research job fits again, after its backoff.
+    c.delete(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 3600)
+    c.tick(NOW + 3601)
+    resumes = [cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]
+    assert [r.job for r in resumes] == ["research/sweep-0"]
+    c.tick(NOW + 3700)
+    assert len([cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]) == 1
