@@ -356,7 +356,20 @@ def _release_command(s: _Step, job: str, command_id: str) -> None:
         s.put(LEAVING + job, {**leaving, "commands": rest})
         return
     s.put(LEAVING + job, {**leaving, "commands": [], "settled_at": s.now})
-    preemptor = s.view[COMMAND + command_id]["preemptor"]
+    _pods_left(s, job)
+
+
+def _pods_left(s: _Step, job: str) -> None:
+    """Once a settled yield's pods are gone, its demand stops waiting on it."""
+    leaving = s.view.get(LEAVING + job)
+    if leaving is None or leaving["commands"]:
+        return
+    if not _pods_gone(s, job, leaving["pods"]) and s.now - leaving["settled_at"] <= (
+        LEAVING_LIMIT_S
+    ):
+        return
+    s.put(LEAVING + job, None)
+    preemptor = leaving.get("preemptor")
     if preemptor is not None:
         s.save_ledger(preemptor, s.ledger(preemptor).acknowledged(preemptor, job))
 
@@ -399,12 +412,8 @@ def _housekeeping(s: _Step) -> None:
             )
             _release_command(s, job, command_id)
     for key, record in list(s.view.with_prefix(LEAVING)):
-        settled = record.get("settled_at")
-        if settled is None:
-            continue
-        job = key[len(LEAVING) :]
-        if _pods_gone(s, job, record["pods"]) or s.now - settled > LEAVING_LIMIT_S:
-            s.put(key, None)
+        if record.get("settled_at") is not None:
+            _pods_left(s, key[len(LEAVING) :])
     for key, reservation in list(s.view.with_prefix(RESERVATION)):
         if reservation["until"] <= s.now:
             s.put(key, None)
@@ -506,6 +515,7 @@ def _issue(
             LEAVING + victim.job,
             {
                 "decision": decision_id,
+                "preemptor": preemptor,
                 "commands": [*previous["commands"], *job_commands],
                 "pods": sorted({*previous["pods"], *victim.pods}),
             },
