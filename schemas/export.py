@@ -12,7 +12,9 @@ from gpuyield.schemas.messages import (
     DeadLetter,
     Decision,
     Heartbeat,
+    JobProgress,
     KubeEvent,
+    Tick,
     YieldAck,
     YieldCommand,
 )
@@ -24,6 +26,8 @@ EXPORTED: dict[str, type[BaseModel]] = {
     "plan.v1": Plan,
     "kube-event.v1": KubeEvent,
     "heartbeat.v1": Heartbeat,
+    "job-progress.v1": JobProgress,
+    "tick.v1": Tick,
     "decision.v1": Decision,
     "yield-command.v1": YieldCommand,
     "yield-ack.v1": YieldAck,

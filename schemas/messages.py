@@ -83,6 +83,39 @@ class Heartbeat(WireModel):
     sent_at: float
 
 
+class JobProgress(WireModel):
+    """One job's progress as the controller keeps it (the progress table's value).
+
+    The progress agent folds heartbeats into it and forwards it to the decider
+    on ``gpuyield.job-progress`` when something that moves a decision changed
+    (a new checkpoint, a percent of progress, or a minute passed), so the
+    decider sees every job without reading every heartbeat.
+    """
+
+    v: Literal[1] = 1
+    job: str = NonEmpty
+    step: int = Field(ge=0)
+    progress: float = Field(ge=0, le=1)
+    step_rate: float = Field(0.0, ge=0, description="Steps per second, smoothed.")
+    last_checkpoint_step: int | None = Field(None, ge=0)
+    last_checkpoint_at: float | None = None
+    checkpoint_interval_s: float | None = Field(None, gt=0)
+    first_seen_at: float
+    updated_at: float
+    forwarded_at: float | None = None
+
+
+class Tick(WireModel):
+    """The passage of time, for the decider: deadlines and retries fire on ticks.
+
+    Each worker sends one every few seconds; only the decider's owner reads
+    them, and a duplicate tick changes nothing.
+    """
+
+    v: Literal[1] = 1
+    at: float
+
+
 class CommandAction(StrEnum):
     """What a node agent is asked to do."""
 

@@ -473,6 +473,8 @@ EVERY_SCHEMA = [
     "plan.v1.schema.json",
     "kube-event.v1.schema.json",
     "heartbeat.v1.schema.json",
+    "job-progress.v1.schema.json",
+    "tick.v1.schema.json",
     "decision.v1.schema.json",
     "yield-command.v1.schema.json",
     "yield-ack.v1.schema.json",
