@@ -223,9 +223,7 @@ def snapshot(
             continue
         for node, gpus in reservation["nodes"].items():
             nominated[node] = nominated.get(node, 0) + gpus
-    reserved = {
-        node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()
-    }
+    reserved = {node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()}
     nodes = []
     for key, node in records.with_prefix(NODE):
         name = _key_tail(key, NODE)

@@ -156,9 +156,7 @@ class _Step:
             return DemandLedger(cooldown_s=self.config.demand_retry_s)
         flights = {}
         if raw.get("decided_at") is not None:
-            flights[job] = InFlight(
-                frozenset(raw["victims"]), raw["deadline"], raw["decided_at"]
-            )
+            flights[job] = InFlight(frozenset(raw["victims"]), raw["deadline"], raw["decided_at"])
         rounds = {job: raw["last_round"]} if raw.get("last_round") is not None else {}
         return DemandLedger(
             cooldown_s=self.config.demand_retry_s, in_flight=flights, last_round=rounds

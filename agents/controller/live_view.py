@@ -30,14 +30,18 @@ from gpuyield.schemas import Job, JobState
 RECENT_ALERTS = 20
 
 
-def live_view(records: Mapping[str, Record], config: ControllerConfig, now: float) -> dict[str, Any]:
+def live_view(
+    records: Mapping[str, Record], config: ControllerConfig, now: float
+) -> dict[str, Any]:
     view = Overlay(records, {})
     policy = config.policy
     jobs = []
     for job in cluster.jobs(view, config).values():
         progress = view.get(PROGRESS + job.name) or {}
         evictions = [
-            e for e in view.get(EVICTIONS + job.name, []) if 0 <= now - e <= policy.eviction_window_s
+            e
+            for e in view.get(EVICTIONS + job.name, [])
+            if 0 <= now - e <= policy.eviction_window_s
         ]
         model = Job(
             name=job.name,
@@ -75,9 +79,7 @@ def live_view(records: Mapping[str, Record], config: ControllerConfig, now: floa
                 "leaving_gpus": sum(p.gpus for p in job.leaving),
             }
         )
-    demands = [
-        {"job": key[len(DEMAND) :], **record} for key, record in view.with_prefix(DEMAND)
-    ]
+    demands = [{"job": key[len(DEMAND) :], **record} for key, record in view.with_prefix(DEMAND)]
     yields = [
         {"command_id": key[len(COMMAND) :], **record}
         for key, record in view.with_prefix(COMMAND)

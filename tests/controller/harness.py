@@ -66,7 +66,9 @@ def shared_pool(nodes: int = 4) -> Controller:
     return c
 
 
-def production_demand(c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW) -> None:
+def production_demand(
+    c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW
+) -> None:
     """A production fine-tune Volcano could not place."""
     c.add(pod_group(name, namespace="prod", queue="production", min_member=pods,
                     phase="Inqueue", unschedulable=True), at)  # fmt: skip

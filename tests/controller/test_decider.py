@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from cluster_objects import T0, node, pod, pod_group, queue
 from harness import NOW, Controller, production_demand, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import InputRejected
 from gpuyield.agents.planner import plan
 from gpuyield.schemas import Policy
 from gpuyield.schemas.messages import CommandAction, JobProgress, YieldAck, YieldOutcome
@@ -255,3 +257,11 @@ def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -
     assert [r.job for r in resumes] == ["research/sweep-0"]
     c.tick(NOW + 3700)
     assert len([cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]) == 1
+
+
+def test_an_object_the_controller_cannot_read_is_rejected_with_the_field_named() -> None:
+    c = shared_pool()
+    bad = pod("ft", 0, namespace="prod")
+    bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "two"
+    with pytest.raises(InputRejected, match=r"Pod ft-worker-0: .*nvidia.com/gpu must be a whole"):
+        c.add(bad, NOW)
