@@ -10,7 +10,7 @@ from gpuyield.schemas import Policy
 
 @dataclass(frozen=True, slots=True)
 class ControllerConfig:
-    policy: Policy = Policy()
+    policy: Policy = field(default_factory=Policy)
     """The contract's policy block (alpha, beta, cooldown, eviction limit, grace)."""
 
     demand_retry_s: float = 30.0
