@@ -14,10 +14,13 @@ import typer
 from rich.console import Console
 
 from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
+from gpuyield.topics_command import topics_command
+from gpuyield.worker_command import worker_command
 
 app = typer.Typer(
     name="gpuyield",
@@ -68,6 +71,9 @@ def schemas_command(
 
 
 app.command("simulate")(simulate_command)
+app.command("broker")(broker_command)
+app.command("topics")(topics_command)
+app.command("worker")(worker_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ Queue), so the translation under test reads what a cluster would send.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, KubeKind
@@ -14,6 +15,10 @@ from gpuyield.schemas.messages import KubeEvent, KubeEventType, KubeKind
 Obj = dict[str, Any]
 T0 = 1_764_460_800.0  # 2025-11-30T00:00:00Z
 T0_RFC = "2025-11-30T00:00:00Z"
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def node(name: str, gpus: int = 8, *, rack: str = "rack-a", ready: bool = True) -> Obj:
@@ -96,6 +101,7 @@ def pod(
     node: str | None = None,
     priority: int = 100,
     task: str = "worker",
+    started: float = T0,
 ) -> Obj:
     placed = node is not None
     return {
@@ -124,7 +130,7 @@ def pod(
         },
         "status": {
             "phase": "Running" if placed else "Pending",
-            **({"startTime": T0_RFC} if placed else {}),
+            **({"startTime": rfc3339(started)} if placed else {}),
             "conditions": []
             if placed
             else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],

@@ -70,7 +70,16 @@ def production_demand(
     c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW
 ) -> None:
     """A production fine-tune Volcano could not place."""
-    c.add(pod_group(name, namespace="prod", queue="production", min_member=pods,
-                    phase="Inqueue", unschedulable=True), at)  # fmt: skip
+    c.add(
+        pod_group(
+            name,
+            namespace="prod",
+            queue="production",
+            min_member=pods,
+            phase="Inqueue",
+            unschedulable=True,
+        ),
+        at,
+    )
     for k in range(pods):
         c.add(pod(name, k, namespace="prod", priority=1000), at)

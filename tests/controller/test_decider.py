@@ -79,9 +79,15 @@ def test_the_same_shortage_triggers_no_second_round_while_its_yields_are_in_flig
     for seconds in (5, 30, 90):
         c.tick(NOW + seconds)
         c.change(
-            pod_group("ft-llama", namespace="prod", queue="production", phase="Inqueue",
-                      unschedulable=True), NOW + seconds,
-        )  # fmt: skip
+            pod_group(
+                "ft-llama",
+                namespace="prod",
+                queue="production",
+                phase="Inqueue",
+                unschedulable=True,
+            ),
+            NOW + seconds,
+        )
     assert len(c.decisions) == 1
 
 
@@ -201,8 +207,9 @@ def test_progress_reaches_the_snapshot_the_planner_sees() -> None:
 
 def test_an_older_progress_summary_does_not_overwrite_a_newer_one() -> None:
     c = shared_pool()
-    newer = JobProgress(job="research/sweep-0", step=10, progress=0.5, first_seen_at=T0,
-                        updated_at=NOW)  # fmt: skip
+    newer = JobProgress(
+        job="research/sweep-0", step=10, progress=0.5, first_seen_at=T0, updated_at=NOW
+    )
     c.feed(newer)
     c.feed(newer.model_copy(update={"progress": 0.1, "updated_at": NOW - 100}))
     assert c.records["progress/research/sweep-0"]["progress"] == 0.5
@@ -215,8 +222,10 @@ def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -
     ack(c, 1, NOW + 41, YieldOutcome.CHECKPOINTED)
     for k in range(2):
         c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 41)
-    c.add(pod_group("sweep-0", namespace="research", queue="research", min_member=2,
-                    phase="Pending"), NOW + 41)  # fmt: skip
+    c.add(
+        pod_group("sweep-0", namespace="research", queue="research", min_member=2, phase="Pending"),
+        NOW + 41,
+    )
     c.add(
         {
             "apiVersion": "batch.volcano.sh/v1alpha1",

@@ -68,9 +68,15 @@ def test_a_pod_marked_not_preemptable_says_so() -> None:
 
 def test_a_pod_group_names_its_owning_job_and_whether_volcano_could_place_it() -> None:
     record = pod_group_record(
-        pod_group("ft-llama", namespace="prod", queue="production", min_member=4,
-                  phase="Inqueue", unschedulable=True)
-    )  # fmt: skip
+        pod_group(
+            "ft-llama",
+            namespace="prod",
+            queue="production",
+            min_member=4,
+            phase="Inqueue",
+            unschedulable=True,
+        )
+    )
     assert record["job"] == "ft-llama"
     assert (record["queue"], record["min_member"], record["unschedulable"]) == (
         "production",

@@ -1,0 +1,286 @@
+"""The Faust app of ``gpuyield worker``: thin agents around the controller's pure core.
+
+Two agents and a timer:
+
+- ``progress``: heartbeats (keyed by job, many partitions) folded into the
+  ``progress`` table; a record that changed enough is forwarded to the
+  decider on ``gpuyield.job-progress``. Only forwarded records are written to
+  the table, so the changelog carries a few messages per job per minute, not
+  every heartbeat; a new owner after a rebalance starts from the last
+  forwarded record, at most a minute or a percent behind.
+- ``decider``: one stream of the single-partition topics (watch events, job
+  progress, yield acks, ticks). Faust assigns co-subscribed topics with the
+  same partition count together, so exactly one worker in the group owns
+  partition 0 of all of them, and with it the ``decider`` table: that is how
+  there is one decider at a time (docs/design/0003-controller.md). Its table
+  holds demands, yields in flight and nominations, so an owner that takes
+  over after a rebalance recovers them from the changelog and does not repeat
+  an eviction; a message it reprocesses gives the same decision and command
+  ids, which the node agents execute once.
+- a timer that sends a ``Tick`` so deadlines and retries fire when the
+  cluster is quiet.
+
+Every message is read from raw bytes; one that does not decode, or that the
+core rejects, goes to ``gpuyield.dead-letters`` with its reason and origin,
+and the agent goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import faust
+from faust.serializers import codecs
+from faust.types import EventT
+
+from gpuyield.agents.controller import progress as progress_rules
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, InputRejected, step
+from gpuyield.agents.controller.live_view import live_view
+from gpuyield.schemas.decoding import MessageError, decode, encode
+from gpuyield.schemas.messages import (
+    Heartbeat,
+    JobProgress,
+    KubeEvent,
+    Tick,
+    YieldAck,
+)
+from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.topics import (
+    ALERTS,
+    DEAD_LETTERS,
+    DECISIONS,
+    HEARTBEATS,
+    JOB_PROGRESS,
+    KUBE_EVENTS,
+    TICKS,
+    YIELD_ACKS,
+    YIELD_COMMANDS,
+)
+
+log = logging.getLogger(__name__)
+
+ViewSink = Callable[[dict[str, Any], float], Awaitable[None]]
+
+RECORD_CODEC = "gpuyield-records"
+
+
+class _RecordCodec(codecs.Codec):
+    """JSON for table records, where an empty value is a deletion.
+
+    Tansu hands back a deleted key's tombstone as empty bytes rather than
+    null, which faust's JSON codec cannot read: recovery then fails on every
+    batch holding a deletion. Reading empty as None keeps recovery going; the
+    table view treats a None value as absent.
+    """
+
+    def _dumps(self, obj: Any) -> bytes:
+        return json.dumps(obj, separators=(",", ":")).encode()
+
+    def _loads(self, s: bytes) -> Any:
+        return json.loads(s) if s else None
+
+
+codecs.register(RECORD_CODEC, _RecordCodec())
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What the CLI (or a test) decides about one worker process."""
+
+    app_kwargs: dict[str, Any]
+    """``faust.App`` broker arguments (``gpuyield.streams.kafka_client.faust_app_kwargs``)."""
+
+    topic_prefix: str = ""
+    """Put in front of every topic name: tests share one broker between runs."""
+
+    tick_s: float = 2.0
+    """How often each worker sends a tick: the resolution of deadlines and retries."""
+
+    heartbeat_partitions: int = 8
+
+
+def build_app(
+    options: WorkerOptions,
+    config: ControllerConfig,
+    *,
+    publish_view: ViewSink | None = None,
+    view_every_s: float = 0.5,
+) -> faust.App:
+    """A configured app with its agents; ``faust.Worker(app)`` runs it."""
+    p = options.topic_prefix
+    app = faust.App(
+        **options.app_kwargs,
+        store="memory://",
+        value_serializer="raw",
+        key_serializer="raw",
+        web_enabled=False,
+        consumer_auto_offset_reset="earliest",
+        topic_allow_declare=True,
+        table_cleanup_interval=3600.0,
+    )
+
+    def topic(name: str) -> faust.TopicT:
+        return app.topic(p + name, value_serializer="raw", key_serializer="raw", internal=False)
+
+    heartbeats = topic(HEARTBEATS)
+    job_progress = topic(JOB_PROGRESS)
+    decider_inputs = app.topic(
+        p + KUBE_EVENTS,
+        p + JOB_PROGRESS,
+        p + YIELD_ACKS,
+        p + TICKS,
+        value_serializer="raw",
+        key_serializer="raw",
+    )
+    ticks = topic(TICKS)
+    decisions = topic(DECISIONS)
+    commands = topic(YIELD_COMMANDS)
+    alerts = topic(ALERTS)
+    dead_letters = topic(DEAD_LETTERS)
+
+    progress_table = app.Table("progress", partitions=options.heartbeat_partitions, key_type=bytes)
+    decider_table = app.Table("decider", partitions=1, key_type=bytes)
+    for table in (progress_table, decider_table):
+        # faust derives a table's codec from its value type (json for anything
+        # but bytes); set ours before the changelog topic is first built.
+        cast(Any, table).value_serializer = RECORD_CODEC
+    latest: dict[str, JobProgress] = {}  # this worker's newest fold per job (not persisted)
+
+    async def reject(event: EventT[bytes], reason: str) -> None:
+        message = event.message
+        letter = dead_letter(
+            reason,
+            message.topic,
+            message.partition,
+            message.offset,
+            message.key,
+            message.value,
+            time.time(),
+        )
+        log.warning(
+            "dead letter from %s[%d]@%d: %s",
+            message.topic,
+            message.partition,
+            message.offset,
+            reason,
+        )
+        await dead_letters.send(key=message.topic.encode(), value=encode(letter))
+
+    def fold_heartbeat(beat: Heartbeat) -> JobProgress | None:
+        """Fold one beat; the record to forward (and persist), if the decider must hear of it."""
+        stored_raw = progress_table.get(beat.job.encode())
+        stored = None if stored_raw is None else JobProgress.model_validate(stored_raw)
+        base = latest.get(beat.job) or stored
+        folded = progress_rules.fold(base, beat)
+        if folded is None:
+            return None
+        latest[beat.job] = folded
+        if not progress_rules.should_forward(stored, folded):
+            return None
+        forwarded = folded.model_copy(update={"forwarded_at": folded.updated_at})
+        progress_table[beat.job.encode()] = forwarded.model_dump(mode="json")
+        return forwarded
+
+    @app.agent(heartbeats)
+    async def progress(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            try:
+                beat = decode(Heartbeat, event.value)
+            except MessageError as exc:
+                await reject(event, str(exc))
+                continue
+            try:
+                forwarded = fold_heartbeat(beat)
+            except Exception as exc:  # a bug must not stop the agent: keep the input
+                log.exception("progress failed on %s", beat.job)
+                await reject(event, f"internal error ({type(exc).__name__}): {exc}")
+                continue
+            if forwarded is not None:
+                await job_progress.send(key=beat.job.encode(), value=encode(forwarded))
+
+    models: dict[str, type[Input]] = {
+        p + KUBE_EVENTS: KubeEvent,
+        p + JOB_PROGRESS: JobProgress,
+        p + YIELD_ACKS: YieldAck,
+        p + TICKS: Tick,
+    }
+    last_view = [0.0]
+
+    @app.agent(decider_inputs)
+    async def decider(stream: faust.StreamT[bytes]) -> None:
+        async for event in stream.events():
+            message = event.message
+            origin = f"{message.topic}/{message.partition}/{message.offset}"
+            try:
+                parsed = decode(models[message.topic], event.value)
+                outcome = step(_TableView(decider_table), parsed, origin, config)
+            except (MessageError, InputRejected) as exc:
+                await reject(event, str(exc))
+                continue
+            except Exception as exc:  # a bug must not stop the controller: keep the input
+                log.exception("decider failed on %s", origin)
+                await reject(event, f"internal error ({type(exc).__name__}): {exc}")
+                continue
+            for key, value in outcome.writes.items():
+                raw_key = key.encode()
+                if value is None:
+                    if raw_key in decider_table:
+                        del decider_table[raw_key]
+                else:
+                    decider_table[raw_key] = value
+            for decision in outcome.decisions:
+                await decisions.send(key=decision.demand.encode(), value=encode(decision))
+            for command in outcome.commands:
+                await commands.send(key=command.node.encode(), value=encode(command))
+            for alert in outcome.alerts:
+                await alerts.send(key=(alert.job or alert.kind.value).encode(), value=encode(alert))
+            if outcome.decisions:
+                log.info(
+                    "decided for %s: %d command(s)",
+                    ", ".join(d.demand for d in outcome.decisions),
+                    len(outcome.commands),
+                )
+            if publish_view is not None:
+                now = time.time()
+                if outcome.decisions or now - last_view[0] >= view_every_s:
+                    last_view[0] = now
+                    try:
+                        await publish_view(live_view(_TableView(decider_table), config, now), now)
+                    except Exception:
+                        log.exception("could not publish the live view")
+
+    async def tick() -> None:
+        await ticks.send(key=b"tick", value=encode(Tick(at=time.time())))
+
+    app.timer(interval=options.tick_s)(tick)
+
+    app.gpuyield_agents = (progress, decider, tick)  # type: ignore[attr-defined]
+    return app
+
+
+class _TableView(Mapping[str, Any]):
+    """The decider table as the core's ``Mapping[str, Record]`` (keys are stored as bytes)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.table.get(key.encode())
+        if value is None:  # absent, or a deletion recovered from the changelog
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.table.get(key.encode()) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode() for k, v in list(self.table.items()) if v is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)

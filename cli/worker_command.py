@@ -1,0 +1,144 @@
+"""``gpuyield worker``: the controller's stream agents, on embedded defaults when nothing is set.
+
+With no ``GPUYIELD_KAFKA_BOOTSTRAP`` it starts the embedded broker, with no
+``GPUYIELD_REDIS_URL`` the embedded Redis, and writes both addresses to
+``<state_dir>/endpoints.json`` so ``gpuyield status``, node agents and
+trainers on the same machine find them. The topics are created before the
+agents start (creating is idempotent, so several workers may race).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import faust
+import typer
+from aiokafka.errors import KafkaError
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.cli_io import fail
+from gpuyield.schemas import Policy
+from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
+from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
+from gpuyield.streams.live_view_store import LiveViewWriter
+from gpuyield.streams.settings import Settings, SettingsError, load_settings
+from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
+
+ENDPOINTS_FILE = "endpoints.json"
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    kafka_bootstrap: list[str]
+    redis_url: str
+
+
+def endpoints_path(settings: Settings) -> Path:
+    return Path(settings.state_dir) / ENDPOINTS_FILE
+
+
+def read_endpoints(settings: Settings) -> Endpoints | None:
+    """What the settings say, completed from a running worker's embedded services."""
+    recorded: dict[str, Any] = {}
+    path = endpoints_path(settings)
+    if path.is_file():
+        with contextlib.suppress(OSError, ValueError):
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+    bootstrap = settings.kafka_bootstrap or recorded.get("kafka_bootstrap")
+    redis_url = settings.redis_url or recorded.get("redis_url")
+    if not bootstrap or not redis_url:
+        return None
+    return Endpoints(list(bootstrap), str(redis_url))
+
+
+@contextlib.contextmanager
+def services(settings: Settings) -> Iterator[Endpoints]:
+    """The configured broker and Redis, or embedded ones for the lifetime of the block."""
+    with contextlib.ExitStack() as stack:
+        bootstrap = settings.kafka_bootstrap
+        redis_url = settings.redis_url
+        embedded = False
+        if bootstrap is None:
+            log_path = Path(settings.state_dir) / "tansu.log"
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            broker = stack.enter_context(EmbeddedBroker(log_path=log_path))
+            bootstrap = [broker.bootstrap]
+            embedded = True
+        if redis_url is None:
+            redis = stack.enter_context(EmbeddedRedis.under(Path(settings.state_dir)))
+            redis_url = redis.url
+            embedded = True
+        endpoints = Endpoints(list(bootstrap), redis_url)
+        path = endpoints_path(settings)
+        if embedded:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                json.dumps({"kafka_bootstrap": endpoints.kafka_bootstrap, "redis_url": redis_url}),
+                encoding="utf-8",
+            )
+            stack.callback(lambda: path.unlink(missing_ok=True))
+        yield endpoints
+
+
+def controller_config(settings: Settings) -> ControllerConfig:
+    return ControllerConfig(policy=Policy(grace_s=settings.grace_s))
+
+
+def worker_command(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines)."),
+    ] = None,
+    tick_s: Annotated[
+        float, typer.Option(min=0.1, help="Seconds between ticks (deadline resolution).")
+    ] = 2.0,
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
+) -> None:
+    """Run the controller: progress tables, the livelock guard and the eviction decider."""
+    try:
+        settings = load_settings(config)
+    except SettingsError as exc:
+        fail(str(exc))
+    logging.basicConfig(
+        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        with services(settings) as endpoints:
+            prefix = settings.topic_prefix
+            specs = registry(settings.topic_partitions, prefix=prefix)
+            asyncio.run(
+                ensure_topics(
+                    aiokafka_kwargs(settings, endpoints.kafka_bootstrap),
+                    specs,
+                    settings.topic_replication_factor,
+                )
+            )
+            writer = LiveViewWriter(endpoints.redis_url, settings.cluster_id)
+            app = build_app(
+                WorkerOptions(
+                    app_kwargs=faust_app_kwargs(settings, endpoints.kafka_bootstrap),
+                    topic_prefix=prefix,
+                    tick_s=tick_s,
+                    heartbeat_partitions=settings.topic_partitions,
+                ),
+                controller_config(settings),
+                publish_view=writer.publish,
+            )
+            typer.echo(
+                f"gpuyield worker: Kafka {','.join(endpoints.kafka_bootstrap)}, "
+                f"Redis {endpoints.redis_url}",
+                err=True,
+            )
+            worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+            with contextlib.suppress(SystemExit):
+                worker.execute_from_commandline()
+    except (EmbeddedServiceError, TopicCreationError, KafkaError, OSError) as exc:
+        fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

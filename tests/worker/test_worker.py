@@ -1,0 +1,223 @@
+"""The controller end to end: watch events and heartbeats in, decisions and yields out.
+
+Real processes (``gpuyield worker``), the session's Kafka-protocol broker and
+a real Redis; the cluster is a small shared pool described by the objects a
+Kubernetes API server would send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
+
+from cluster_objects import event, node, pod, pod_group, queue
+from live_worker import decoded, publish, read_until
+
+from gpuyield.schemas.messages import (
+    DeadLetter,
+    Decision,
+    Heartbeat,
+    KubeEvent,
+    YieldCommand,
+)
+from gpuyield.streams.dead_letters import original_bytes
+from gpuyield.streams.live_view_store import read_view
+
+pytestmark = pytest.mark.slow
+NOW = time.time()
+
+
+def pool_events(at: float) -> list[KubeEvent]:
+    """4 nodes x 8 GPUs; research borrows all 32 with two 2-pod gangs."""
+    objs = [node(f"gpu-{i:02d}") for i in range(4)]
+    objs += [
+        queue("production", weight=4, capability=32, guarantee=16, reclaimable=False),
+        queue("research", weight=1, capability=32),
+    ]
+    for j in range(2):
+        objs.append(pod_group(f"sweep-{j}", namespace="research", queue="research", min_member=2))
+        objs += [
+            pod(
+                f"sweep-{j}",
+                k,
+                namespace="research",
+                node=f"gpu-{2 * j + k:02d}",
+                started=at - 6 * 3600,
+            )
+            for k in range(2)
+        ]
+    return [event(o, at) for o in objs]
+
+
+def demand_events(name: str, at: float) -> list[KubeEvent]:
+    group = pod_group(
+        name, namespace="prod", queue="production", phase="Inqueue", unschedulable=True
+    )
+    return [event(group, at), event(pod(name, 0, namespace="prod", priority=1000), at)]
+
+
+async def wait_for_view(
+    redis_url: str, cluster_id: str, done: Callable[[dict[str, Any]], bool], timeout_s: float = 30
+) -> dict[str, Any]:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    view = None
+    while asyncio.get_running_loop().time() < deadline:
+        view = read_view(redis_url, cluster_id)
+        if view is not None and done(view):
+            return view
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the live view never got there: {view}")
+
+
+def keyed(events: list[KubeEvent]) -> list[tuple[str, KubeEvent]]:
+    return [(e.key, e) for e in events]
+
+
+async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_commands(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str
+) -> None:
+    worker = worker_factory()
+    worker.wait_ready()
+    heartbeat = Heartbeat(
+        job="research/sweep-0",
+        pod="sweep-0-worker-0",
+        step=9_500,
+        progress=0.95,
+        last_checkpoint_at=NOW - 20,
+        sent_at=NOW - 10,
+    )
+    await publish(
+        kafka_bootstrap, topic_prefix + "gpuyield.heartbeats", [(heartbeat.job, heartbeat)]
+    )
+    await publish(kafka_bootstrap, topic_prefix + "gpuyield.kube-events", keyed(pool_events(NOW)))
+    # the heartbeat's summary must reach the decider before the demand does
+    await wait_for_view(
+        redis_url, worker.cluster_id, lambda v: any(j["progress"] == 0.95 for j in v["jobs"])
+    )
+    await publish(
+        kafka_bootstrap,
+        topic_prefix + "gpuyield.kube-events",
+        keyed(demand_events("ft-llama", NOW + 1)),
+    )
+    decisions_topic = topic_prefix + "gpuyield.decisions"
+    commands_topic = topic_prefix + "gpuyield.yield-commands"
+    seen = await read_until(
+        kafka_bootstrap,
+        [decisions_topic, commands_topic],
+        lambda s: len(s[commands_topic]) >= 2,
+        settle_s=2.0,
+    )
+    decisions = decoded(seen[decisions_topic], Decision)
+    commands = decoded(seen[commands_topic], YieldCommand)
+    assert [d.demand for d in decisions] == ["prod/ft-llama"], worker.tail()
+    # sweep-0 is 95% done and just checkpointed: sweep-1 yields instead
+    assert [v.job for v in decisions[0].plan.victims] == ["research/sweep-1"]
+    assert sorted((c.node, c.pods) for c in commands) == [
+        ("gpu-02", ("sweep-1-worker-0",)),
+        ("gpu-03", ("sweep-1-worker-1",)),
+    ]
+    view = read_view(redis_url, worker.cluster_id)
+    assert view is not None
+    assert {y["job"] for y in view["yields_in_flight"]} == {"research/sweep-1"}
+
+
+async def test_unreadable_messages_go_to_dead_letters_and_the_worker_keeps_deciding(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    worker = worker_factory()
+    worker.wait_ready()
+    kube = topic_prefix + "gpuyield.kube-events"
+    bad_pod = pod("broken", 0, namespace="prod")
+    bad_pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "half"
+    await publish(
+        kafka_bootstrap,
+        kube,
+        [
+            ("garbage", b"\x00\xff not json"),
+            ("future", b'{"v": 7, "type": "ADDED"}'),
+            ("invalid", b'{"v": 1, "type": "ADDED", "kind": "Pod"}'),
+            ("unreadable", event(bad_pod, NOW)),
+        ],
+    )
+    await publish(
+        kafka_bootstrap,
+        topic_prefix + "gpuyield.heartbeats",
+        [("research/x", b'{"job": "research/x", "step": -3}')],
+    )
+    await publish(kafka_bootstrap, kube, keyed(pool_events(NOW)))
+    await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + 1)))
+    letters_topic = topic_prefix + "gpuyield.dead-letters"
+    commands_topic = topic_prefix + "gpuyield.yield-commands"
+    seen = await read_until(
+        kafka_bootstrap,
+        [letters_topic, commands_topic],
+        lambda s: len(s[letters_topic]) >= 5 and len(s[commands_topic]) >= 2,
+    )
+    letters = decoded(seen[letters_topic], DeadLetter)
+    reasons = sorted(letter.reason for letter in letters)
+    assert len(letters) == 5, worker.tail()
+    assert any(r.startswith("not JSON") for r in reasons)
+    assert any(r.startswith("unknown format version 7") for r in reasons)
+    assert any(r.startswith("KubeEvent:") for r in reasons)
+    assert any("nvidia.com/gpu must be a whole number" in r for r in reasons)
+    assert any(r.startswith("Heartbeat:") for r in reasons)
+    garbage = next(x for x in letters if x.reason.startswith("not JSON"))
+    assert original_bytes(garbage) == (b"garbage", b"\x00\xff not json")
+    assert len(decoded(seen[commands_topic], YieldCommand)) == 2
+
+
+async def test_a_repeated_demand_inside_the_cooldown_evicts_nobody_else(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str
+) -> None:
+    worker = worker_factory()
+    worker.wait_ready()
+    kube = topic_prefix + "gpuyield.kube-events"
+    await publish(kafka_bootstrap, kube, keyed(pool_events(NOW)))
+    for attempt in range(4):  # Volcano reports the same shortage again and again
+        await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + attempt)))
+    commands_topic = topic_prefix + "gpuyield.yield-commands"
+    seen = await read_until(
+        kafka_bootstrap, [commands_topic], lambda s: len(s[commands_topic]) >= 2, settle_s=5.0
+    )
+    commands = decoded(seen[commands_topic], YieldCommand)
+    assert len(commands) == 2, worker.tail()
+    assert len({c.job for c in commands}) == 1
+
+
+async def test_a_new_owner_recovers_the_yields_in_flight_and_never_issues_them_twice(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str
+) -> None:
+    first = worker_factory("first")
+    first.wait_ready()
+    kube = topic_prefix + "gpuyield.kube-events"
+    commands_topic = topic_prefix + "gpuyield.yield-commands"
+    await publish(kafka_bootstrap, kube, keyed(pool_events(NOW)))
+    await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + 1)))
+    await read_until(kafka_bootstrap, [commands_topic], lambda s: len(s[commands_topic]) >= 2)
+    second = worker_factory("second")
+    second.wait_ready()
+    first.kill()  # mid-flight: its yields are not acknowledged yet
+    # Volcano still reports the first shortage, and a second one arrives.
+    await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + 30)))
+    await publish(kafka_bootstrap, kube, keyed(demand_events("ft-mistral", NOW + 31)))
+    seen = await read_until(
+        kafka_bootstrap,
+        [commands_topic],
+        lambda s: len(s[commands_topic]) >= 4,
+        timeout_s=90,
+        settle_s=3.0,
+    )
+    commands = decoded(seen[commands_topic], YieldCommand)
+    by_job: dict[str, int] = {}
+    for command in commands:
+        by_job[command.job] = by_job.get(command.job, 0) + 1
+    assert by_job == {"research/sweep-0": 2, "research/sweep-1": 2}, second.tail()
+    assert b"decided for prod/ft-mistral" in second.log.read_bytes()
