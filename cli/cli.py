@@ -19,6 +19,7 @@ from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
+from gpuyield.status_command import status_command
 from gpuyield.topics_command import topics_command
 from gpuyield.worker_command import worker_command
 
@@ -74,6 +75,7 @@ app.command("simulate")(simulate_command)
 app.command("broker")(broker_command)
 app.command("topics")(topics_command)
 app.command("worker")(worker_command)
+app.command("status")(status_command)
 
 
 def main(argv: list[str] | None = None) -> None:

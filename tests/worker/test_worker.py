@@ -8,6 +8,8 @@ Kubernetes API server would send.
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,14 +21,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
 
 from cluster_objects import event, node, pod, pod_group, queue
-from live_worker import decoded, publish, read_until
+from live_worker import GPUYIELD, decoded, publish, read_until
 
 from gpuyield.schemas.messages import (
+    Alert,
+    AlertKind,
     DeadLetter,
     Decision,
     Heartbeat,
     KubeEvent,
+    KubeEventType,
+    YieldAck,
     YieldCommand,
+    YieldOutcome,
 )
 from gpuyield.streams.dead_letters import original_bytes
 from gpuyield.streams.live_view_store import read_view
@@ -124,9 +131,23 @@ async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_co
         ("gpu-02", ("sweep-1-worker-0",)),
         ("gpu-03", ("sweep-1-worker-1",)),
     ]
-    view = read_view(redis_url, worker.cluster_id)
-    assert view is not None
+    view = await wait_for_view(redis_url, worker.cluster_id, lambda v: v["yields_in_flight"])
     assert {y["job"] for y in view["yields_in_flight"]} == {"research/sweep-1"}
+    status = subprocess.run(  # noqa: S603 - our own console script
+        [GPUYIELD, "status"],
+        env={
+            **os.environ,
+            "GPUYIELD_REDIS_URL": redis_url,
+            "GPUYIELD_CLUSTER_ID": worker.cluster_id,
+            "COLUMNS": "200",
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "Yields in flight" in status.stdout
+    assert "research/sweep-1" in status.stdout
+    assert "prod/ft-llama" in status.stdout
 
 
 async def test_unreadable_messages_go_to_dead_letters_and_the_worker_keeps_deciding(
@@ -221,3 +242,85 @@ async def test_a_new_owner_recovers_the_yields_in_flight_and_never_issues_them_t
         by_job[command.job] = by_job.get(command.job, 0) + 1
     assert by_job == {"research/sweep-0": 2, "research/sweep-1": 2}, second.tail()
     assert b"decided for prod/ft-mistral" in second.log.read_bytes()
+
+
+async def test_a_livelock_raises_its_alert_once_and_the_evictions_stop(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str
+) -> None:
+    """Production fine-tunes keep taking the GPUs back from one research job that Volcano
+    keeps requeueing: the third eviction is a livelock, and the fourth never comes."""
+    worker = worker_factory()
+    worker.wait_ready()
+    kube = topic_prefix + "gpuyield.kube-events"
+    commands_topic = topic_prefix + "gpuyield.yield-commands"
+    alerts_topic = topic_prefix + "gpuyield.alerts"
+    base = [
+        node("gpu-00"),
+        queue("production", capability=8, guarantee=8, reclaimable=False),
+        queue("research", capability=8),
+    ]
+    await publish(kafka_bootstrap, kube, keyed([event(o, NOW) for o in base]))
+    for round_ in range(5):
+        t = NOW + round_ * 1000  # event time runs ahead of the wall clock: days in seconds
+        research = pod("sweep", 0, namespace="research", node="gpu-00", started=t)
+        await publish(
+            kafka_bootstrap,
+            kube,
+            keyed(
+                [
+                    event(pod_group("sweep", namespace="research", queue="research"), t),
+                    event(research, t),
+                ]
+            ),
+        )
+        name = f"ft-{round_}"
+        await publish(kafka_bootstrap, kube, keyed(demand_events(name, t + 700)))
+        if round_ < 3:
+            seen = await read_until(
+                kafka_bootstrap,
+                [commands_topic],
+                lambda s, n=round_ + 1: len(s[commands_topic]) >= n,
+            )
+            command = decoded(seen[commands_topic], YieldCommand)[-1]
+            ack = YieldAck(
+                command_id=command.command_id,
+                decision_id=command.decision_id,
+                node="gpu-00",
+                job="research/sweep",
+                outcome=YieldOutcome.CHECKPOINTED,
+                acked_at=t + 750,
+            )
+            await publish(kafka_bootstrap, topic_prefix + "gpuyield.yield-acks", [(ack.job, ack)])
+        else:
+            await wait_for_view(
+                redis_url,
+                worker.cluster_id,
+                lambda v, n=name: any(d["job"] == f"prod/{n}" for d in v["demands"]),
+            )
+        placed = pod(name, 0, namespace="prod", priority=1000, node="gpu-00", started=t + 760)
+        await publish(
+            kafka_bootstrap,
+            kube,
+            keyed(
+                [
+                    event(research, t + 750, KubeEventType.DELETED),
+                    event(placed, t + 760),
+                    event(pod_group(name, namespace="prod", queue="production"), t + 760),
+                    event(placed, t + 900, KubeEventType.DELETED),
+                ]
+            ),
+        )
+    seen = await read_until(
+        kafka_bootstrap,
+        [commands_topic, alerts_topic],
+        lambda s: len(s[alerts_topic]) >= 1,
+        settle_s=3.0,
+    )
+    commands = decoded(seen[commands_topic], YieldCommand)
+    alerts = decoded(seen[alerts_topic], Alert)
+    assert len(commands) == 3, worker.tail()
+    livelocks = [a for a in alerts if a.kind is AlertKind.LIVELOCK]
+    assert [a.job for a in livelocks] == ["research/sweep"]
+    # the demands it can no longer serve are reported, not forced
+    unservable = [a.job for a in alerts if a.kind is AlertKind.DEMAND_UNSERVABLE]
+    assert unservable == ["prod/ft-3", "prod/ft-4"]

@@ -1,0 +1,122 @@
+"""``gpuyield status``: the controller's live view, as tables.
+
+Reads the view the worker keeps in Redis (``GPUYIELD_REDIS_URL``, or the
+embedded Redis a local worker recorded in its state directory). A view older
+than a few ticks is said to be stale: the worker may be down.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import redis
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpuyield.cli_io import fail
+from gpuyield.streams.live_view_store import read_view
+from gpuyield.streams.settings import SettingsError, load_settings
+from gpuyield.worker_command import read_endpoints
+
+STALE_AFTER_S = 30.0
+
+
+def _when(at: float | None, now: float) -> str:
+    if at is None:
+        return "-"
+    delta = at - now
+    if abs(delta) < 1:
+        return "now"
+    return f"in {delta:.0f} s" if delta > 0 else f"{-delta:.0f} s ago"
+
+
+def status_command(
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the view as JSON.")] = False,
+) -> None:
+    """Show jobs with their weights and cooldowns, pending demand, and yields in flight."""
+    try:
+        settings = load_settings(config)
+    except SettingsError as exc:
+        fail(str(exc))
+    endpoints = read_endpoints(settings)
+    url = settings.redis_url or (endpoints.redis_url if endpoints else None)
+    if url is None:
+        fail(
+            "no Redis to read: set GPUYIELD_REDIS_URL, or start `gpuyield worker` "
+            f"with state directory {settings.state_dir}"
+        )
+    try:
+        view = read_view(url, settings.cluster_id)
+    except (redis.RedisError, OSError) as exc:
+        fail(f"{url}: cannot read the live view: {exc}")
+    if view is None:
+        fail(f"no live view for cluster '{settings.cluster_id}' in {url}: is a worker running?")
+    if as_json:
+        sys.stdout.write(json.dumps(view, indent=2, sort_keys=True) + "\n")
+        return
+    render(Console(), view, time.time())
+
+
+def render(console: Console, view: dict[str, Any], now: float) -> None:
+    updated = view["updated_at"]
+    age = now - updated
+    stamp = datetime.fromtimestamp(updated, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    console.print(
+        f"[bold]gpuyield[/bold] live view at {stamp}"
+        + (f" [red](stale: {age:.0f} s old)[/red]" if age > STALE_AFTER_S else "")
+    )
+    jobs = Table(title="Jobs", title_justify="left")
+    for column in ("job", "queue", "state", "GPUs", "W_eff", "progress", "evictions", "cooldown"):
+        jobs.add_column(column, justify="right" if column in ("GPUs", "W_eff") else "left")
+    for job in sorted(view["jobs"], key=lambda j: (-j["w_eff"], j["job"])):
+        state = job["state"] + (" (leaving)" if job["leaving_gpus"] else "")
+        jobs.add_row(
+            job["job"],
+            job["queue"],
+            state,
+            f"{job['gpus']}/{job['wanted_gpus']}",
+            f"{job['w_eff']:.1f}",
+            f"{job['progress']:.0%}",
+            str(job["evictions"]),
+            _when(job["cooldown_until"], now),
+        )
+    console.print(jobs)
+    demands = Table(title="Pending demand", title_justify="left")
+    for column in ("preemptor", "waiting on", "yield deadline", "last round"):
+        demands.add_column(column)
+    for demand in view["demands"]:
+        demands.add_row(
+            demand["job"],
+            ", ".join(demand["victims"]) or "-",
+            _when(demand["deadline"], now),
+            _when(demand["last_round"], now),
+        )
+    console.print(demands)
+    yields = Table(title="Yields in flight", title_justify="left")
+    for column in ("job", "node", "pods", "for", "deadline"):
+        yields.add_column(column)
+    for command in view["yields_in_flight"]:
+        yields.add_row(
+            command["job"],
+            command["node"],
+            ", ".join(command["pods"]),
+            command["preemptor"] or "-",
+            _when(command["deadline"], now),
+        )
+    console.print(yields)
+    if view["recent_alerts"]:
+        alerts = Table(title="Recent alerts", title_justify="left")
+        for column in ("kind", "job", "raised"):
+            alerts.add_column(column)
+        for alert in view["recent_alerts"]:
+            alerts.add_row(alert["kind"], alert["job"] or "-", _when(alert["raised_at"], now))
+        console.print(alerts)
