@@ -1,0 +1,160 @@
+"""What gpuyield watches, and the raw LIST and WATCH calls that fetch it.
+
+The official client's typed models are skipped on purpose: a pod deserialised
+into ``V1Pod`` and dumped back costs more than the watch itself, drops fields
+the client's version does not know, and the wire model keeps objects "as the
+API serves them" anyway. So every call asks for the undecoded response
+(``_preload_content=False``) and the JSON is parsed here, the same way for
+built-in kinds and for Volcano's custom resources.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import urllib3
+
+from gpuyield.schemas.messages import KubeKind
+
+logger = logging.getLogger(__name__)
+
+Object = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedResource:
+    """One API resource: its kind on the wire and where the API serves it."""
+
+    kind: KubeKind
+    group: str  # "" for the core API
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+NODES = WatchedResource(KubeKind.NODE, "", "v1", "nodes", namespaced=False)
+PODS = WatchedResource(KubeKind.POD, "", "v1", "pods", namespaced=True)
+VOLCANO_JOBS = WatchedResource(KubeKind.JOB, "batch.volcano.sh", "v1alpha1", "jobs", True)
+POD_GROUPS = WatchedResource(
+    KubeKind.POD_GROUP, "scheduling.volcano.sh", "v1beta1", "podgroups", namespaced=True
+)
+QUEUES = WatchedResource(
+    KubeKind.QUEUE, "scheduling.volcano.sh", "v1beta1", "queues", namespaced=False
+)
+ALL_RESOURCES: tuple[WatchedResource, ...] = (NODES, PODS, VOLCANO_JOBS, POD_GROUPS, QUEUES)
+
+
+class ResourceClient:
+    """LIST and WATCH of one resource in one scope (a namespace, or all of them)."""
+
+    def __init__(
+        self,
+        api_client: kubernetes.client.ApiClient,
+        resource: WatchedResource,
+        namespace: str | None = None,
+    ) -> None:
+        self.resource = resource
+        self.namespace = namespace if resource.namespaced else None
+        self._call = _list_function(api_client, resource, self.namespace)
+
+    def list_page(
+        self, *, limit: int, continue_token: str | None, timeout_s: float
+    ) -> dict[str, Any]:
+        """One page of a consistent list; ``metadata.continue`` says whether more follow."""
+        kwargs: dict[str, Any] = {"limit": limit, "_request_timeout": timeout_s}
+        if continue_token:
+            kwargs["_continue"] = continue_token
+        response = self._call(_preload_content=False, **kwargs)
+        try:
+            page = json.loads(response.data)
+        finally:
+            response.release_conn()
+        if not isinstance(page, dict):
+            raise ValueError(f"a {self.resource.plural} list that is not an object")
+        return page
+
+    def open_watch(
+        self,
+        *,
+        resource_version: str,
+        timeout_seconds: int,
+        connect_timeout_s: float,
+        read_timeout_s: float,
+    ) -> urllib3.HTTPResponse:
+        """Start a watch after ``resource_version``; the caller reads and closes the stream.
+
+        ``timeout_seconds`` asks the server to end the stream cleanly; the read
+        timeout catches a connection that died without the server noticing.
+        """
+        response = self._call(
+            watch=True,
+            allow_watch_bookmarks=True,
+            resource_version=resource_version,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=(connect_timeout_s, read_timeout_s),
+        )
+        assert isinstance(response, urllib3.HTTPResponse)
+        return response
+
+
+def _list_function(
+    api_client: kubernetes.client.ApiClient, resource: WatchedResource, namespace: str | None
+) -> Callable[..., Any]:
+    """The generated client method that lists (or, with ``watch=True``, watches) ``resource``."""
+    if not resource.group:
+        core = kubernetes.client.CoreV1Api(api_client)
+        if not resource.namespaced:
+            return getattr(core, f"list_{resource.plural[:-1]}")  # type: ignore[no-any-return]
+        if namespace is None:
+            return getattr(core, f"list_{resource.plural[:-1]}_for_all_namespaces")  # type: ignore[no-any-return]
+        return lambda **kw: getattr(core, f"list_namespaced_{resource.plural[:-1]}")(
+            namespace, **kw
+        )
+    custom = kubernetes.client.CustomObjectsApi(api_client)
+    where = (resource.group, resource.version)
+    if namespace is None:
+        return lambda **kw: custom.list_cluster_custom_object(*where, resource.plural, **kw)
+    return lambda **kw: custom.list_namespaced_custom_object(
+        *where, namespace, resource.plural, **kw
+    )
+
+
+def load_kube_configuration(
+    kubeconfig: str | None = None, context: str | None = None
+) -> kubernetes.client.Configuration:
+    """The API server's address and credentials: in-cluster first, then a kubeconfig.
+
+    In a pod the service account is the right identity; on a laptop the
+    kubeconfig (``$KUBECONFIG`` or ``~/.kube/config``) is. Naming a kubeconfig
+    or a context means the caller wants that one, so in-cluster is not tried.
+    """
+    configuration = kubernetes.client.Configuration()
+    if kubeconfig is None and context is None:
+        try:
+            kubernetes.config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except kubernetes.config.ConfigException as exc:
+            logger.debug("not in a cluster (%s); trying the kubeconfig", exc)
+        else:
+            logger.info("using the in-cluster service account for %s", configuration.host)
+            return configuration
+    kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]
+        config_file=kubeconfig,
+        context=context,
+        client_configuration=configuration,
+        persist_config=False,
+    )
+    logger.info("using the kubeconfig for %s", configuration.host)
+    return configuration

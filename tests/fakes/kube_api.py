@@ -1,0 +1,587 @@
+"""A fake Kubernetes API server that speaks the real HTTP protocol.
+
+The official client is the code under test's only way to the cluster, so the
+fake sits behind a real socket and answers what kube-apiserver answers for the
+five resources gpuyield watches (nodes, pods, Volcano jobs, podgroups and
+queues): paginated LISTs with continue tokens and ``remainingItemCount``;
+WATCH streams of chunked JSON lines that resume after a ``resourceVersion``
+from a bounded history, send BOOKMARKs when asked to, end after
+``timeoutSeconds``, and answer a compacted version with an ``ERROR`` event of
+code 410 (the real server's answer on a watch; an expired continue token is an
+HTTP 410). The storage rules live in ``kube_store``.
+
+Tests drive it from their own thread: writes (``create``/``replace``/
+``modify``/``delete``) and controls (``compact``, ``drop_watches``,
+``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``) run on the server's
+loop and return once done, so a test never races the server. Every request is
+recorded, so a test can check what the client asked for::
+
+    with FakeKubeApi() as api:
+        api.create(a_gpu_node("n1"))
+        client = kubernetes.client.ApiClient(api.configuration())
+        ...
+        assert api.watch_requests("nodes")[-1].resource_version == "1001"
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import kubernetes.client
+from aiohttp import web
+from fakes.kube_store import (
+    RESOURCE_TYPES,
+    Change,
+    ContinueToken,
+    Expired,
+    Key,
+    KubeStore,
+    Object,
+    ResourceType,
+    key_of,
+    resource_of,
+)
+
+T = TypeVar("T")
+
+REASONS = {
+    400: "BadRequest",
+    403: "Forbidden",
+    404: "NotFound",
+    405: "MethodNotAllowed",
+    410: "Expired",
+    429: "TooManyRequests",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+    504: "Timeout",
+}
+
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. "
+    "You can start a new list without the continue parameter, or use the continue token "
+    "in this response to retrieve the remainder of the results."
+)
+
+
+def status_object(code: int, message: str, reason: str | None = None) -> Object:
+    """A ``metav1.Status`` failure, as the server sends it in error bodies and ERROR events."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or REASONS.get(code, "Unknown"),
+        "code": code,
+    }
+
+
+def _status_response(code: int, message: str, reason: str | None = None) -> web.Response:
+    return web.json_response(status_object(code, message, reason), status=code)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request the fake received, parsed."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    verb: str  # list, watch, get or unknown
+    plural: str | None
+    namespace: str | None
+
+    @property
+    def resource_version(self) -> str | None:
+        return self.query.get("resourceVersion")
+
+    @property
+    def continue_token(self) -> str | None:
+        return self.query.get("continue")
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Bookmark:
+    resource_version: int
+
+
+class _End:
+    """The stream ends cleanly (``end_watches``, or the server is shutting down)."""
+
+
+class _Drop:
+    """The connection was cut; the handler just leaves."""
+
+
+_Item = tuple[str, Object] | _Bookmark | _End | _Drop
+
+
+@dataclass(eq=False)
+class _OpenWatch:
+    route: _Route
+    bookmarks: bool
+    request: web.Request
+    queue: asyncio.Queue[_Item] = field(default_factory=asyncio.Queue)
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    status: int
+    verb: str | None
+
+
+def parse_path(path: str) -> _Route | None:
+    """Map a request path to a resource, the way the API server's routes do."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        group, version, rest = "", "v1", parts[2:]
+    elif len(parts) >= 3 and parts[0] == "apis":
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if not 1 <= len(rest) <= 2:
+        return None
+    for resource in RESOURCE_TYPES:
+        if (resource.group, resource.version, resource.plural) == (group, version, rest[0]):
+            break
+    else:
+        return None
+    name = rest[1] if len(rest) == 2 else None
+    if namespace is not None and not resource.namespaced:
+        return None
+    if name is not None and resource.namespaced and namespace is None:
+        return None
+    return _Route(resource, namespace, name)
+
+
+def _truthy(value: str | None) -> bool:
+    return value in ("true", "True", "1")
+
+
+class FakeKubeApi:
+    """The fake server: start it, point a ``Configuration`` at it, script the cluster."""
+
+    def __init__(
+        self,
+        *,
+        history_limit: int = 1000,
+        bookmark_interval_s: float | None = None,
+        watch_timeout_s: float = 60.0,
+    ) -> None:
+        """``bookmark_interval_s``: None sends bookmarks only on ``send_bookmarks()``.
+
+        ``watch_timeout_s`` ends watches that ask for no ``timeoutSeconds``
+        (the real server picks 30-60 minutes).
+        """
+        self.store = KubeStore(history_limit=history_limit)
+        self._bookmark_interval_s = bookmark_interval_s
+        self._watch_timeout_s = watch_timeout_s
+        self._watches: set[_OpenWatch] = set()
+        self._requests: list[RecordedRequest] = []
+        self._failures: list[_Failure] = []
+        self._list_hooks: list[Callable[[RecordedRequest], None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._port = 0
+        self.store.subscribe(self._fan_out)
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def start(self) -> Self:
+        ready = threading.Event()
+        errors: list[BaseException] = []
+        self._thread = threading.Thread(
+            target=self._serve, args=(ready, errors), name="fake-kube-api", daemon=True
+        )
+        self._thread.start()
+        if not ready.wait(10) or errors:
+            raise RuntimeError(f"the fake API server did not start: {errors}")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is None or self._thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop = None
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    def configuration(self) -> kubernetes.client.Configuration:
+        """A client configuration pointing at this server (no TLS, no auth)."""
+        return kubernetes.client.Configuration(host=self.url)
+
+    # -- the cluster, for tests ---------------------------------------------
+
+    def create(self, obj: Object) -> Object:
+        """Store a new object; returns it as stored (uid, resourceVersion, timestamps)."""
+        return self._call(lambda: self.store.create(obj))
+
+    def replace(self, obj: Object) -> Object:
+        return self._call(lambda: self.store.replace(obj))
+
+    def modify(self, obj: Object, change: Callable[[Object], None]) -> Object:
+        """Read the stored object ``obj`` names, let ``change`` edit it, write it back."""
+
+        def apply() -> Object:
+            resource = resource_of(obj["apiVersion"], obj["kind"])
+            current = self.store.get(resource, key_of(resource, obj))
+            if current is None:
+                raise KeyError(f"{resource.kind} {key_of(resource, obj)} does not exist")
+            change(current)
+            return self.store.replace(current)
+
+        return self._call(apply)
+
+    def delete(self, obj: Object) -> Object:
+        """Delete the stored object ``obj`` names; returns its final state."""
+
+        def apply() -> Object:
+            resource = resource_of(obj["apiVersion"], obj["kind"])
+            return self.store.delete(resource, key_of(resource, obj))
+
+        return self._call(apply)
+
+    def get(self, obj: Object) -> Object | None:
+        def read() -> Object | None:
+            resource = resource_of(obj["apiVersion"], obj["kind"])
+            return self.store.get(resource, key_of(resource, obj))
+
+        return self._call(read)
+
+    @property
+    def resource_version(self) -> int:
+        return self._call(lambda: self.store.resource_version)
+
+    # -- controls -----------------------------------------------------------
+
+    def compact(self) -> None:
+        """Forget the history: resuming a watch or a list from an older version gets 410."""
+        self._call(self.store.compact)
+
+    def drop_watches(self) -> int:
+        """Cut every open watch connection abruptly (no final chunk); returns how many."""
+
+        def drop() -> int:
+            for watch in list(self._watches):
+                transport = watch.request.transport
+                if transport is not None:
+                    transport.abort()
+                watch.queue.put_nowait(_Drop())
+            count = len(self._watches)
+            self._watches.clear()
+            return count
+
+        return self._call(drop)
+
+    def end_watches(self) -> int:
+        """End every open watch cleanly, after what is queued (as ``timeoutSeconds`` does)."""
+
+        def end() -> int:
+            for watch in self._watches:
+                watch.queue.put_nowait(_End())
+            return len(self._watches)
+
+        return self._call(end)
+
+    def send_bookmarks(self) -> int:
+        """Queue a BOOKMARK at the current version on every watch that allows them."""
+
+        def send() -> int:
+            marker = _Bookmark(self.store.resource_version)
+            targets = [w for w in self._watches if w.bookmarks]
+            for watch in targets:
+                watch.queue.put_nowait(marker)
+            return len(targets)
+
+        return self._call(send)
+
+    def fail_next(self, count: int = 1, *, status: int = 500, verb: str | None = None) -> None:
+        """Answer the next ``count`` requests (of ``verb``, if given) with an error status."""
+        self._call(lambda: self._failures.extend([_Failure(status, verb)] * count))
+
+    def after_list_page(self, hook: Callable[[RecordedRequest], None]) -> None:
+        """Run ``hook`` on the server's loop after each LIST page is computed.
+
+        The hook may call this object's methods (they run inline there), e.g.
+        to write and compact between two pages of a paginated list.
+        """
+        self._call(lambda: self._list_hooks.append(hook))
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        return self._call(lambda: list(self._requests))
+
+    def list_requests(self, plural: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.verb == "list" and r.plural == plural]
+
+    def watch_requests(self, plural: str) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.verb == "watch" and r.plural == plural]
+
+    def open_watches(self, plural: str | None = None) -> int:
+        def count() -> int:
+            return sum(
+                1 for w in self._watches if plural is None or w.route.resource.plural == plural
+            )
+
+        return self._call(count)
+
+    # -- the server ---------------------------------------------------------
+
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the server's loop (inline when already there) and return its result."""
+        if self._loop is None or threading.current_thread() is self._thread:
+            return fn()
+
+        async def run() -> T:
+            return fn()
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
+
+    def _serve(self, ready: threading.Event, errors: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        try:
+            loop.run_until_complete(self._start_server())
+        except BaseException as exc:  # reported to start()
+            errors.append(exc)
+            ready.set()
+            loop.close()
+            return
+        self._loop = loop
+        ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _start_server(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def _shutdown(self) -> None:
+        for watch in list(self._watches):
+            watch.queue.put_nowait(_End())
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _fan_out(self, change: Change) -> None:
+        for watch in self._watches:
+            route = watch.route
+            if change.resource is route.resource and (
+                route.namespace is None or change.key.startswith(f"{route.namespace}/")
+            ):
+                watch.queue.put_nowait((change.type, change.object))
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        route = parse_path(request.path)
+        query = dict(request.query)
+        if route is None:
+            verb = "unknown"
+        elif route.name is not None:
+            verb = "get"
+        else:
+            verb = "watch" if _truthy(query.get("watch")) else "list"
+        recorded = RecordedRequest(
+            method=request.method,
+            path=request.path,
+            query=query,
+            verb=verb,
+            plural=route.resource.plural if route else None,
+            namespace=route.namespace if route else None,
+        )
+        self._requests.append(recorded)
+        if route is None:
+            return _status_response(404, "the server could not find the requested resource")
+        if request.method != "GET":
+            return _status_response(405, f"the fake serves only GET, not {request.method}")
+        for failure in self._failures:
+            if failure.verb in (None, verb):
+                self._failures.remove(failure)
+                return _status_response(failure.status, f"injected failure ({failure.status})")
+        if verb == "get":
+            return self._get(route)
+        if verb == "list":
+            return self._list(route, recorded)
+        return await self._watch(route, query, request)
+
+    def _get(self, route: _Route) -> web.Response:
+        assert route.name is not None
+        key: Key = f"{route.namespace}/{route.name}" if route.namespace else route.name
+        obj = self.store.get(route.resource, key)
+        if obj is None:
+            kind = route.resource.plural
+            return _status_response(404, f'{kind} "{route.name}" not found')
+        return web.json_response(obj)
+
+    def _list(self, route: _Route, recorded: RecordedRequest) -> web.Response:
+        query = recorded.query
+        resource = route.resource
+        limit = int(query.get("limit") or 0)
+        token = query.get("continue")
+        start: Key = ""
+        try:
+            if token:
+                try:
+                    parsed = ContinueToken.decode(token)
+                except (ValueError, KeyError):
+                    return _status_response(400, "continue key is not valid")
+                self.store.check_available(parsed.resource_version)
+                at, start = parsed.resource_version, parsed.start
+            else:
+                at = self._list_version(query)
+            items = [
+                (k, o) for k, o in self.store.snapshot(resource, route.namespace, at) if k >= start
+            ]
+        except Expired as exc:
+            return _status_response(410, CONTINUE_EXPIRED if token else str(exc))
+        except _TooLarge as exc:
+            return _status_response(504, str(exc))
+        page = items[:limit] if limit else items
+        metadata: dict[str, Any] = {"resourceVersion": str(at)}
+        if limit and len(items) > limit:
+            metadata["continue"] = ContinueToken(at, page[-1][0] + "\x00").encode()
+            metadata["remainingItemCount"] = len(items) - limit
+        if resource.builtin:
+            for _, obj in page:
+                obj.pop("kind", None)
+                obj.pop("apiVersion", None)
+        body = {
+            "kind": f"{resource.kind}List",
+            "apiVersion": resource.api_version,
+            "metadata": metadata,
+            "items": [obj for _, obj in page],
+        }
+        for hook in list(self._list_hooks):
+            hook(recorded)
+        return web.json_response(body)
+
+    def _list_version(self, query: dict[str, str]) -> int:
+        """The version a fresh list is served at (``resourceVersion``, ``resourceVersionMatch``)."""
+        wanted = query.get("resourceVersion") or ""
+        current = self.store.resource_version
+        if wanted in ("", "0"):
+            return current
+        version = int(wanted)
+        if version > current:
+            raise _TooLarge(f"Too large resource version: {version}, current: {current}")
+        if query.get("resourceVersionMatch") == "Exact":
+            return version
+        return current
+
+    async def _watch(
+        self, route: _Route, query: dict[str, str], request: web.Request
+    ) -> web.StreamResponse:
+        watch = _OpenWatch(route, _truthy(query.get("allowWatchBookmarks")), request)
+        since = query.get("resourceVersion") or ""
+        # Replay and subscribe with no await in between, so no write falls in a gap.
+        if since in ("", "0"):
+            for _, obj in self.store.snapshot(route.resource, route.namespace):
+                watch.queue.put_nowait(("ADDED", obj))
+            self._watches.add(watch)
+        else:
+            try:
+                for change in self.store.changes_since(route.resource, route.namespace, int(since)):
+                    watch.queue.put_nowait((change.type, change.object))
+                self._watches.add(watch)
+            except Expired as exc:
+                watch.queue.put_nowait(("ERROR", status_object(410, str(exc))))
+                watch.queue.put_nowait(_End())
+        timeout = float(query.get("timeoutSeconds") or self._watch_timeout_s)
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        try:
+            await response.prepare(request)
+            if await self._stream(watch, response, timeout):
+                await response.write_eof()
+        except ConnectionError:
+            pass  # the client went away, or the connection was dropped on purpose
+        finally:
+            self._watches.discard(watch)
+        return response
+
+    async def _stream(
+        self, watch: _OpenWatch, response: web.StreamResponse, timeout: float
+    ) -> bool:
+        """Send events until the deadline or the end; False if the connection was dropped."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        interval = self._bookmark_interval_s if watch.bookmarks else None
+        next_bookmark = loop.time() + interval if interval else math.inf
+        while (now := loop.time()) < deadline:
+            if now >= next_bookmark and interval:
+                next_bookmark = now + interval
+                if watch.queue.empty():  # every earlier change is out: the bookmark is true
+                    await self._send_bookmark(watch, response, self.store.resource_version)
+                continue
+            try:
+                item = await asyncio.wait_for(watch.queue.get(), min(deadline, next_bookmark) - now)
+            except TimeoutError:
+                continue
+            if isinstance(item, _End):
+                return True
+            if isinstance(item, _Drop):
+                return False
+            if isinstance(item, _Bookmark):
+                await self._send_bookmark(watch, response, item.resource_version)
+                continue
+            type_, obj = item
+            await response.write(_line({"type": type_, "object": obj}))
+        return True
+
+    async def _send_bookmark(
+        self, watch: _OpenWatch, response: web.StreamResponse, version: int
+    ) -> None:
+        resource = watch.route.resource
+        metadata: dict[str, Any] = {"resourceVersion": str(version)}
+        if resource.builtin:
+            metadata["creationTimestamp"] = None
+        obj = {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": metadata}
+        await response.write(_line({"type": "BOOKMARK", "object": obj}))
+
+
+class _TooLarge(Exception):
+    """A list asked for a version the server has not reached (504 in the real server)."""
+
+
+def _line(event: Object) -> bytes:
+    return (json.dumps(event, separators=(",", ":")) + "\n").encode()
