@@ -17,6 +17,7 @@ from gpuyield.agents.planner import UnknownPreemptor, plan
 from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
+from gpuyield.node_agent_command import node_agent_command
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
 from gpuyield.status_command import status_command
@@ -76,6 +77,7 @@ app.command("broker")(broker_command)
 app.command("topics")(topics_command)
 app.command("worker")(worker_command)
 app.command("status")(status_command)
+app.command("node-agent")(node_agent_command)
 
 
 def main(argv: list[str] | None = None) -> None:
