@@ -21,6 +21,7 @@ from gpuyield.node_agent_command import node_agent_command
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
 from gpuyield.status_command import status_command
+from gpuyield.watch_command import watch_command
 from gpuyield.topics_command import topics_command
 from gpuyield.worker_command import worker_command
 
@@ -77,6 +78,7 @@ app.command("broker")(broker_command)
 app.command("topics")(topics_command)
 app.command("worker")(worker_command)
 app.command("status")(status_command)
+app.command("watch")(watch_command)
 app.command("node-agent")(node_agent_command)
 
 

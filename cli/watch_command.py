@@ -1,0 +1,104 @@
+"""``gpuyield watch``: the Kubernetes source, publishing every change to ``gpuyield.kube-events``.
+
+Run it once per cluster (one replica: a second would publish every change
+twice; harmless, since the decider applies objects idempotently, but
+wasteful). It needs list/watch on nodes, pods and Volcano's jobs, podgroups
+and queues (deploy/ has the RBAC). Messages are keyed by object, so one
+object's changes stay in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import kubernetes.client
+import typer
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
+from kubernetes.config.config_exception import ConfigException
+
+from gpuyield.cli_io import fail
+from gpuyield.schemas.decoding import encode
+from gpuyield.schemas.messages import KubeEvent
+from gpuyield.streams.kafka_client import aiokafka_kwargs
+from gpuyield.streams.kube_resources import load_kube_configuration
+from gpuyield.streams.kube_watch import KubeWatcher
+from gpuyield.streams.settings import SettingsError, load_settings
+from gpuyield.streams.topics import KUBE_EVENTS
+from gpuyield.worker_command import read_endpoints
+
+log = logging.getLogger(__name__)
+
+
+def watch_command(
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(help="Kubeconfig file (default: in-cluster, then $KUBECONFIG / ~/.kube)."),
+    ] = None,
+    context: Annotated[str | None, typer.Option(help="Kubeconfig context.")] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option("--namespace", "-n", help="Watch only these namespaces (repeatable)."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
+    ] = None,
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
+) -> None:
+    """Watch nodes, pods and Volcano objects; publish every change to Kafka."""
+    try:
+        settings = load_settings(config)
+    except SettingsError as exc:
+        fail(str(exc))
+    logging.basicConfig(
+        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    endpoints = read_endpoints(settings)
+    bootstrap = settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
+    if not bootstrap:
+        fail("no Kafka to publish to: set GPUYIELD_KAFKA_BOOTSTRAP or start `gpuyield worker`")
+    try:
+        configuration = load_kube_configuration(kubeconfig, context)
+    except (ConfigException, OSError, ValueError) as exc:
+        fail(f"cannot load the Kubernetes configuration: {str(exc).splitlines()[0]}")
+    topic = settings.topic_prefix + KUBE_EVENTS
+    try:
+        asyncio.run(_watch(configuration, aiokafka_kwargs(settings, bootstrap), topic, namespace))
+    except KafkaError as exc:
+        fail(f"Kafka at {','.join(bootstrap)}: {exc}")
+
+
+async def _watch(
+    configuration: kubernetes.client.Configuration,
+    kafka: dict[str, Any],
+    topic: str,
+    namespaces: list[str] | None,
+) -> None:
+    producer = AIOKafkaProducer(**kafka, acks="all")
+    await producer.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    async def publish(event: KubeEvent) -> None:
+        await producer.send_and_wait(topic, value=encode(event), key=event.key.encode())
+
+    watcher = KubeWatcher(
+        configuration=configuration,
+        publish=publish,
+        namespaces=namespaces or None,
+    )
+    try:
+        await watcher.start()
+        log.info("watching; publishing to %s", topic)
+        await stop.wait()
+    finally:
+        with contextlib.suppress(Exception):
+            await watcher.stop()
+        await producer.stop()

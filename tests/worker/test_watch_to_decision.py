@@ -1,0 +1,112 @@
+"""From the API server to the yield commands: ``gpuyield watch`` and ``gpuyield worker`` together.
+
+The fake API server speaks the real list/watch protocol; the watcher is the
+real command with a kubeconfig pointing at it; the worker is the real
+process. Nothing in between is simulated.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from fakes.kube_api import FakeKubeApi
+from fakes.kube_objects import a_gpu_node, a_queue, a_volcano_job, pod_group_for, pods_for
+from live_worker import GPUYIELD, LiveWorker, decoded, read_until
+
+from gpuyield.schemas.messages import Decision, YieldCommand
+
+pytestmark = pytest.mark.slow
+GPU = "nvidia.com/gpu"
+
+
+def kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{server}'}}}}]\n"
+        "users: [{name: gpuyield, user: {token: not-checked}}]\n"
+        "contexts: [{name: fake, context: {cluster: fake, user: gpuyield}}]\n"
+        "current-context: fake\n",
+        encoding="utf-8",
+    )
+    return path
+
+
+def running_job(api: FakeKubeApi, name: str, nodes: list[str]) -> None:
+    job = a_volcano_job(name, namespace="research", queue="research", replicas=2, gpus_per_pod=8)
+    api.create(job)
+    api.create(pod_group_for(job, phase="Running"))
+    for pod in pods_for(job, nodes=nodes):
+        pod["spec"]["priority"] = 100
+        api.create(pod)
+
+
+def pending_production_job(api: FakeKubeApi, name: str) -> None:
+    job = a_volcano_job(name, namespace="prod", queue="production", replicas=1, gpus_per_pod=8)
+    api.create(job)
+    group = pod_group_for(job, phase="Inqueue")
+    group["status"]["conditions"] = [
+        {"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}
+    ]
+    api.create(group)
+    for pod in pods_for(job):
+        pod["spec"]["priority"] = 1000
+        api.create(pod)
+
+
+async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    with FakeKubeApi() as api:
+        for i in range(4):
+            api.create(a_gpu_node(f"gpu-{i:02d}"))
+        api.create(
+            a_queue(
+                "production", weight=4, capability={GPU: 32}, guarantee={GPU: 16}, reclaimable=False
+            )
+        )
+        api.create(a_queue("research", capability={GPU: 32}))
+        running_job(api, "sweep-a", ["gpu-00", "gpu-01"])
+        running_job(api, "sweep-b", ["gpu-02", "gpu-03"])
+        worker: LiveWorker = worker_factory()
+        config = kubeconfig(tmp_path / "kubeconfig", api.url)
+        env = {
+            **os.environ,
+            "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
+            "GPUYIELD_TOPIC_PREFIX": topic_prefix,
+            "GPUYIELD_REDIS_URL": worker.redis_url,
+            "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
+        }
+        with (tmp_path / "watch.log").open("ab") as log:
+            watch = subprocess.Popen(  # noqa: S603 - our own console script
+                [GPUYIELD, "watch", "--kubeconfig", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        try:
+            worker.wait_ready()
+            pending_production_job(api, "ft-llama")
+            decisions_topic = topic_prefix + "gpuyield.decisions"
+            commands_topic = topic_prefix + "gpuyield.yield-commands"
+            seen = await read_until(
+                kafka_bootstrap,
+                [decisions_topic, commands_topic],
+                lambda s: len(s[commands_topic]) >= 2,
+                settle_s=1.0,
+            )
+        finally:
+            watch.send_signal(signal.SIGTERM)
+            watch.wait(20)
+        watch_log = (tmp_path / "watch.log").read_text(errors="replace")
+        decisions = decoded(seen[decisions_topic], Decision)
+        commands = decoded(seen[commands_topic], YieldCommand)
+        assert [d.demand for d in decisions] == ["prod/ft-llama"], worker.tail() + watch_log
+        victim = decisions[0].plan.victims[0].job
+        assert victim in ("research/sweep-a", "research/sweep-b")
+        assert {c.job for c in commands} == {victim}
+        assert len(commands) == 2
+        assert watch.returncode == 0, watch_log
