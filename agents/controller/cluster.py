@@ -18,7 +18,7 @@ Choices made here (see docs/design/0003-controller.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from gpuyield.agents.controller.config import ControllerConfig
@@ -224,41 +224,40 @@ def snapshot(
         for node, gpus in reservation["nodes"].items():
             nominated[node] = nominated.get(node, 0) + gpus
     reserved = {node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()}
+    held = _held_gpus(views)
     nodes = []
     for key, node in records.with_prefix(NODE):
         name = _key_tail(key, NODE)
-        if node["gpus"] <= 0:
+        if node["gpus"] <= 0 and not held.get(name):
             continue
+        capacity = max(0, node["gpus"] - reserved.get(name, 0))
+        # Events can arrive out of step (a node's allocatable shrank, a pod
+        # was bound before the old one's deletion arrived): a node whose pods
+        # hold more than it has is taken as full and closed to new pods until
+        # the watch catches up, rather than making the snapshot invalid.
+        overcommitted = held.get(name, 0) > capacity
         nodes.append(
             Node(
                 name=name,
-                gpus=max(0, node["gpus"] - reserved.get(name, 0)),
-                schedulable=node["schedulable"],
+                gpus=max(capacity, held.get(name, 0)),
+                schedulable=node["schedulable"] and not overcommitted,
                 topology=Topology(rack=node["rack"], nvlink_domain=node["nvlink"]),
             )
         )
     known_nodes = {n.name for n in nodes}
-    queues = {
-        _key_tail(k, QUEUE): Queue(
-            name=_key_tail(k, QUEUE),
-            weight=q["weight"],
-            guarantee=GpuAmount(gpu=q["guarantee"]),
-            capability=GpuLimit(gpu=q["capability"]),
-            reclaimable=q["reclaimable"],
-            parent=q["parent"],
-        )
-        for k, q in records.with_prefix(QUEUE)
-    }
-    for queue in list(queues.values()):
-        if queue.parent is not None and queue.parent not in queues:
-            queues[queue.name] = queue.model_copy(update={"parent": None})
+    queues = _queues(records)
     jobs_out: list[Job] = []
+    unique = _unique_pod_names(views)
     for view in views.values():
         if view.queue not in queues:
             queues[view.queue] = Queue(name=view.queue)
         # Pods on nodes the watch has not delivered (or without GPUs) are left
         # out: the planner can neither free nor use those GPUs.
-        staying = tuple(p for p in view.pods if p.node is None or p.node in known_nodes)
+        staying = tuple(
+            p.model_copy(update={"name": unique(view, p)})
+            for p in view.pods
+            if p.node is None or p.node in known_nodes
+        )
         leaving = tuple(p for p in view.leaving if p.node in known_nodes)
         if leaving:
             jobs_out.append(
@@ -268,7 +267,9 @@ def snapshot(
                     priority=view.priority,
                     state=JobState.RUNNING,
                     preemptable=False,
-                    pods=tuple(p.model_copy(update={"name": f"{p.name}~leaving"}) for p in leaving),
+                    pods=tuple(
+                        p.model_copy(update={"name": f"{unique(view, p)}~leaving"}) for p in leaving
+                    ),
                 )
             )
         if view.name != preemptor and not any(p.node is not None for p in staying):
@@ -279,7 +280,7 @@ def snapshot(
         evictions = records.get(EVICTIONS + view.name, [])
         min_available = view.min_available
         if min_available is not None:
-            min_available = min(min_available, len(staying))
+            min_available = min(min_available, len(staying))  # a partly deleted gang
         jobs_out.append(
             Job(
                 name=view.name,
@@ -304,3 +305,65 @@ def snapshot(
         queues=tuple(queues[name] for name in sorted(queues)),
         jobs=tuple(jobs_out),
     )
+
+
+def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:
+    held: dict[str, int] = {}
+    for view in views.values():
+        for pod in (*view.pods, *view.leaving):
+            if pod.node is not None:
+                held[pod.node] = held.get(pod.node, 0) + pod.gpus
+    return held
+
+
+def _queues(records: Overlay) -> dict[str, Queue]:
+    """The watched queues, made consistent enough to plan with.
+
+    Volcano's webhook rejects most inconsistencies, but a controller must not
+    stop deciding because of one: a capability below the guarantee lowers the
+    guarantee to it, and a parent that is unknown or closes a cycle is dropped
+    (the queue is then a root).
+    """
+    raw = {_key_tail(k, QUEUE): q for k, q in records.with_prefix(QUEUE)}
+    parents: dict[str, str | None] = {name: q["parent"] for name, q in raw.items()}
+    for name in sorted(parents):
+        seen = {name}
+        cursor = parents[name]
+        while cursor is not None:
+            if cursor not in parents or cursor in seen:
+                parents[name] = None
+                break
+            seen.add(cursor)
+            cursor = parents[cursor]
+    queues = {}
+    for name, q in raw.items():
+        capability = q["capability"]
+        guarantee = q["guarantee"] if capability is None else min(q["guarantee"], capability)
+        queues[name] = Queue(
+            name=name,
+            weight=q["weight"],
+            guarantee=GpuAmount(gpu=guarantee),
+            capability=GpuLimit(gpu=capability),
+            reclaimable=q["reclaimable"],
+            parent=parents[name],
+        )
+    return queues
+
+
+def _unique_pod_names(views: Mapping[str, JobView]) -> Callable[[JobView, Pod], str]:
+    """Pod names as the snapshot needs them: unique across the cluster.
+
+    A pod's name is unique only in its namespace; the rare name that two
+    namespaces share is written ``namespace/name`` (the node agent reads both).
+    """
+    count: dict[str, int] = {}
+    for view in views.values():
+        for pod in (*view.pods, *view.leaving):
+            count[pod.name] = count.get(pod.name, 0) + 1
+
+    def unique(view: JobView, pod: Pod) -> str:
+        if count.get(pod.name, 0) <= 1:
+            return pod.name
+        return f"{view.name.split('/', 1)[0]}/{pod.name}"
+
+    return unique

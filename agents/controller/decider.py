@@ -30,6 +30,8 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pydantic import ValidationError
+
 from gpuyield.agents.controller import cluster, kube_facts
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
@@ -57,6 +59,7 @@ from gpuyield.agents.policy.demands import DemandLedger, InFlight
 from gpuyield.agents.policy.livelock import Eviction, Incident, LivelockGuard
 from gpuyield.agents.policy.resume import may_resume
 from gpuyield.schemas import JobState, Plan, Snapshot
+from gpuyield.schemas.errors import explain_validation_error
 from gpuyield.schemas.messages import (
     Alert,
     AlertKind,
@@ -233,8 +236,19 @@ def step(
     elif isinstance(message, YieldAck):
         _apply_ack(s, message)
     _housekeeping(s)
-    _decide(s)
-    _resume(s)
+    try:
+        _decide(s)
+        _resume(s)
+    except ValidationError as exc:
+        # The records describe a cluster the contract cannot express (a bug, or
+        # objects no sane cluster holds): keep the input's writes, say so once
+        # per problem, and decide again when the next message changes things.
+        s.alert(
+            derive_id("invalid-snapshot", str(exc.errors()[0]["msg"])),
+            AlertKind.DEMAND_UNSERVABLE,
+            f"cannot build a valid snapshot: {explain_validation_error(exc)}",
+            severity="critical",
+        )
     return Outcome(s.writes, tuple(s.decisions), tuple(s.commands), tuple(s.alerts))
 
 
@@ -476,7 +490,8 @@ def _issue(
         for pod in victim.pods:
             node = node_of.get((victim.job, pod))
             if node is not None:
-                by_node.setdefault(node, []).append(pod)
+                # the snapshot writes a name two namespaces share as namespace/name
+                by_node.setdefault(node, []).append(pod.rsplit("/", 1)[-1])
         job_commands: list[str] = []
         for node in sorted(by_node):
             command = YieldCommand(
@@ -515,7 +530,7 @@ def _issue(
                 "decision": decision_id,
                 "preemptor": preemptor,
                 "commands": [*previous["commands"], *job_commands],
-                "pods": sorted({*previous["pods"], *victim.pods}),
+                "pods": sorted({*previous["pods"], *(p.rsplit("/", 1)[-1] for p in victim.pods)}),
             },
         )
         s.put(EVICTIONS + victim.job, [*s.view.get(EVICTIONS + victim.job, []), s.now])

@@ -274,3 +274,27 @@ def test_an_object_the_controller_cannot_read_is_rejected_with_the_field_named()
     bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "two"
     with pytest.raises(InputRejected, match=r"Pod ft-worker-0: .*nvidia.com/gpu must be a whole"):
         c.add(bad, NOW)
+
+
+def test_a_node_holding_more_than_it_has_is_closed_rather_than_breaking_decisions() -> None:
+    c = shared_pool()
+    # a stale bind: the watch shows a third pod on gpu-00 before the old one's deletion
+    c.add(pod("stray", 0, namespace="research", node="gpu-00"), NOW)
+    production_demand(c)
+    assert len(c.decisions) == 1
+    gpu00 = next(n for n in c.decisions[0].snapshot.nodes if n.name == "gpu-00")
+    assert (gpu00.gpus, gpu00.schedulable) == (16, False)
+    assert c.alerts == []
+
+
+def test_pods_of_the_same_name_in_two_namespaces_are_told_apart() -> None:
+    c = shared_pool()
+    c.add(pod_group("sweep-0", namespace="team-b", queue="research", min_member=1), NOW)
+    c.add(node("gpu-04"), NOW)
+    c.add(pod("sweep-0", 0, namespace="team-b", node="gpu-04"), NOW)
+    production_demand(c)
+    decision = c.decisions[0]
+    names = [p.name for j in decision.snapshot.jobs for p in j.pods]
+    assert "research/sweep-0-worker-0" in names
+    assert "team-b/sweep-0-worker-0" in names
+    assert all("/" not in p for cmd in c.commands for p in cmd.pods)
