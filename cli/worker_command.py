@@ -128,6 +128,7 @@ def worker_command(
                     topic_prefix=prefix,
                     tick_s=tick_s,
                     heartbeat_partitions=settings.topic_partitions,
+                    data_dir=str(Path(settings.state_dir) / "faust"),
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

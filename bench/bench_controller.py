@@ -1,0 +1,416 @@
+"""Benchmark of the streaming controller: heartbeat throughput and decision latency.
+
+One real ``gpuyield worker`` process on the embedded Tansu broker and a real
+Redis (the machine's at 127.0.0.1:6379, else an embedded Valkey):
+
+1. Throughput: ``--beats`` heartbeats of 200 jobs are put on the topic
+   before the worker starts; the clock runs from "Worker ready" until every
+   job's final summary (progress 100 %) is on ``gpuyield.job-progress``.
+   Partitions keep each job's beats in order, so that is when all were read.
+2. Decision latency: a 512-GPU cluster (64 nodes x 8) with 200 running
+   research jobs heartbeating every 10 s; ``--demands`` times, a production
+   fine-tune that Volcano cannot place is announced, and the time until its
+   yield commands are on ``gpuyield.yield-commands`` is measured (pending gang
+   observed -> commands published). The victims then acknowledge, leave, and
+   the fine-tune is placed, as on a real cluster.
+
+    .venv/bin/python bench/bench_controller.py [--beats 50000] [--demands 30]
+
+Prints a markdown table with the machine named; figures are medians/p99 of
+one run (rerun for spread).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import platform
+import secrets
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import redis
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from gpuyield.schemas.decoding import encode
+from gpuyield.schemas.messages import (
+    Decision,
+    Heartbeat,
+    JobProgress,
+    KubeEvent,
+    KubeEventType,
+    KubeKind,
+    YieldAck,
+    YieldCommand,
+    YieldOutcome,
+)
+from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
+from gpuyield.streams.topics import ensure_topics, registry
+
+GPUYIELD = str(Path(sys.executable).parent / "gpuyield")
+NODES = 64
+GANGS = 40  # 2 pods x 4 GPUs, on the first 40 nodes
+SINGLES = 160  # 1 GPU each, 6-7 per node on the other 24: no free 8-GPU node anywhere
+
+
+def rfc3339(at: float) -> str:
+    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def obj_event(kind: KubeKind, obj: dict[str, Any], at: float, deleted: bool = False) -> KubeEvent:
+    meta = obj["metadata"]
+    return KubeEvent(
+        type=KubeEventType.DELETED if deleted else KubeEventType.ADDED,
+        kind=kind,
+        namespace=meta.get("namespace"),
+        name=meta["name"],
+        object=obj,
+        observed_at=at,
+    )
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"topology.kubernetes.io/rack": f"r{name[-2:-1]}"}},
+        "status": {
+            "allocatable": {"nvidia.com/gpu": "8"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def queue(name: str, capability: int, guarantee: int, reclaimable: bool) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "weight": 1,
+            "reclaimable": reclaimable,
+            "capability": {"nvidia.com/gpu": str(capability)},
+            "guarantee": {"resource": {"nvidia.com/gpu": str(guarantee)}},
+        },
+    }
+
+
+def group(job: str, ns: str, q: str, members: int, phase: str, unschedulable: bool) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{job}-pg",
+            "namespace": ns,
+            "creationTimestamp": rfc3339(time.time()),
+            "ownerReferences": [{"kind": "Job", "name": job}],
+        },
+        "spec": {"minMember": members, "queue": q},
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": "Unschedulable", "status": "True"}] if unschedulable else [],
+        },
+    }
+
+
+def pod(job: str, ns: str, i: int, gpus: int, node_name: str | None, prio: int,
+        started: float) -> dict[str, Any]:  # fmt: skip
+    return {
+        "metadata": {
+            "name": f"{job}-worker-{i}",
+            "namespace": ns,
+            "labels": {"volcano.sh/job-name": job},
+        },
+        "spec": {
+            "priority": prio,
+            **({"nodeName": node_name} if node_name else {}),
+            "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+        "status": {"phase": "Running" if node_name else "Pending", "startTime": rfc3339(started)},
+    }
+
+
+def cluster(now: float) -> tuple[list[KubeEvent], list[str]]:
+    events = [obj_event(KubeKind.NODE, node(f"gpu-{i:02d}"), now) for i in range(NODES)]
+    events += [
+        obj_event(KubeKind.QUEUE, queue("production", 256, 256, False), now),
+        obj_event(KubeKind.QUEUE, queue("research", 512, 0, True), now),
+    ]
+    jobs = []
+    for g in range(GANGS):
+        job = f"gang-{g:03d}"
+        jobs.append(f"research/{job}")
+        events.append(obj_event(KubeKind.POD_GROUP, group(job, "research", "research", 2,
+                                                          "Running", False), now))  # fmt: skip
+        for k in range(2):
+            where = f"gpu-{(g + k * 20) % GANGS:02d}"
+            started = now - 3600 * (1 + g % 7)
+            events.append(obj_event(KubeKind.POD, pod(job, "research", k, 4, where, 100, started), now))
+    for s in range(SINGLES):
+        job = f"single-{s:03d}"
+        jobs.append(f"research/{job}")
+        where = f"gpu-{GANGS + s % (NODES - GANGS):02d}"
+        events.append(obj_event(KubeKind.POD_GROUP, group(job, "research", "research", 1,
+                                                          "Running", False), now))  # fmt: skip
+        started = now - 600 * (2 + s % 11)
+        events.append(obj_event(KubeKind.POD, pod(job, "research", 0, 1, where, 100, started), now))
+    return events, jobs
+
+
+async def send_all(producer: AIOKafkaProducer, topic: str, items: list[tuple[str, Any]]) -> None:
+    futures = [await producer.send(topic, value=encode(m), key=k.encode()) for k, m in items]
+    await producer.flush()
+    for f in futures:
+        await f
+
+
+@contextlib.contextmanager
+def worker(bootstrap: str, redis_url: str, prefix: str, state: Path) -> Iterator[Path]:
+    state.mkdir(parents=True, exist_ok=True)
+    log = state / "worker.log"
+    env = {
+        **os.environ,
+        "GPUYIELD_KAFKA_BOOTSTRAP": bootstrap,
+        "GPUYIELD_KAFKA_PROFILE": "tansu",
+        "GPUYIELD_REDIS_URL": redis_url,
+        "GPUYIELD_TOPIC_PREFIX": prefix,
+        "GPUYIELD_APP_ID": f"bench-{secrets.token_hex(3)}",
+        "GPUYIELD_CLUSTER_ID": f"bench-{secrets.token_hex(3)}",
+        "GPUYIELD_STATE_DIR": str(state),
+    }
+    with log.open("ab") as out:
+        process = subprocess.Popen(  # noqa: S603
+            [GPUYIELD, "worker", "--tick-s", "1"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        yield log
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+async def wait_ready(log: Path) -> float:
+    while b"Worker ready" not in log.read_bytes():
+        await asyncio.sleep(0.05)
+    return time.time()
+
+
+async def throughput(bootstrap: str, redis_url: str, beats: int, state: Path) -> float:
+    prefix = f"b{secrets.token_hex(4)}."
+    await ensure_topics({"bootstrap_servers": bootstrap}, registry(prefix=prefix), 1)
+    jobs = [f"research/job-{j:03d}" for j in range(200)]
+    per_job = beats // len(jobs)
+    now = time.time()
+    # As trainers send them: one beat per job every 10 s, a few hundred steps
+    # apart, progress creeping (a multi-hour job moves a fraction of a percent
+    # per beat); the last beat of each job says 100 %, so the end is visible.
+    items = [
+        (job, Heartbeat(job=job, pod=f"{job[9:]}-worker-0", step=(i + 1) * 300,
+                        progress=1.0 if i == per_job - 1 else 0.2 + 0.0003 * i,
+                        last_checkpoint_at=now - 600 + 10 * i - (10 * i) % 1800,
+                        sent_at=now - 10 * (per_job - i)))  # fmt: skip
+        for i in range(per_job)
+        for job in jobs
+    ]
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        await send_all(producer, prefix + "gpuyield.heartbeats", items)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    tp = TopicPartition(prefix + "gpuyield.job-progress", 0)
+    consumer.assign([tp])
+    await consumer.seek_to_beginning(tp)
+    finished: set[str] = set()
+    with worker(bootstrap, redis_url, prefix, state) as log:
+        ready = await wait_ready(log)
+        while len(finished) < len(jobs):
+            batch = await consumer.getmany(timeout_ms=200)
+            for records in batch.values():
+                for r in records:
+                    summary = JobProgress.model_validate_json(r.value)
+                    if summary.progress >= 1.0:
+                        finished.add(summary.job)
+        done = time.time()
+    await consumer.stop()
+    return len(items) / (done - ready)
+
+
+async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> list[float]:
+    prefix = f"l{secrets.token_hex(4)}."
+    await ensure_topics({"bootstrap_servers": bootstrap}, registry(prefix=prefix), 1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=0)
+    await producer.start()
+    # The measuring consumer polls fast, so its own wait is not counted as the worker's.
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, enable_auto_commit=False, fetch_max_wait_ms=5
+    )
+    await consumer.start()
+    await consumer.topics()
+    command_tps = [
+        TopicPartition(prefix + "gpuyield.yield-commands", p)
+        for p in sorted(consumer.partitions_for_topic(prefix + "gpuyield.yield-commands") or {0})
+    ]
+    decisions_tp = TopicPartition(prefix + "gpuyield.decisions", 0)
+    consumer.assign([*command_tps, decisions_tp])
+    await consumer.seek_to_beginning(*command_tps, decisions_tp)
+    kube = prefix + "gpuyield.kube-events"
+    results: list[float] = []
+    stop = asyncio.Event()
+    with worker(bootstrap, redis_url, prefix, state) as log:
+        await wait_ready(log)
+        events, jobs = cluster(time.time())
+        await send_all(producer, kube, [(e.key, e) for e in events])
+
+        async def heartbeats() -> None:  # 200 jobs every 10 s: 20 a second
+            step = 0
+            while not stop.is_set():
+                step += 1
+                now = time.time()
+                batch = [
+                    (job, Heartbeat(job=job, pod="w", step=step * 100 + i, progress=0.3,
+                                    last_checkpoint_at=now - 60, sent_at=now))  # fmt: skip
+                    for i, job in enumerate(jobs[step % 10 :: 10])
+                ]
+                await send_all(producer, prefix + "gpuyield.heartbeats", batch)
+                await asyncio.sleep(1.0)
+
+        beating = asyncio.create_task(heartbeats())
+        await asyncio.sleep(5.0)  # the cluster is in the decider's table
+        pods_of: dict[str, list[dict[str, Any]]] = {}
+        for e in events:
+            if e.kind is KubeKind.POD:
+                pods_of.setdefault(f"research/{e.object['metadata']['labels']['volcano.sh/job-name']}", []).append(e.object)  # noqa: E501
+        free = {f"gpu-{i:02d}": 8 for i in range(NODES)}
+        for e in events:
+            if e.kind is KubeKind.POD:
+                limits = e.object["spec"]["containers"][0]["resources"]["limits"]
+                free[e.object["spec"]["nodeName"]] -= int(limits["nvidia.com/gpu"])
+        d = 0
+        while len(results) < demands:
+            d += 1
+            job = f"ft-{d:03d}"
+            now = time.time()
+            room = sorted(n for n, f in free.items() if f >= 8)
+            if room:  # Volcano places it without anyone yielding: nothing to measure
+                free[room[0]] -= 8
+                placed = pod(job, "prod", 0, 8, room[0], 1000, now)
+                g_running = group(job, "prod", "production", 1, "Running", False)
+                await send_all(producer, kube, [
+                    (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, now)),
+                    (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, now)),
+                ])  # fmt: skip
+                continue
+            g = group(job, "prod", "production", 1, "Inqueue", True)
+            p = pod(job, "prod", 0, 8, None, 1000, now)
+            await send_all(producer, kube, [(f"PodGroup/prod/{job}-pg",
+                                             obj_event(KubeKind.POD_GROUP, g, now)),  # fmt: skip
+                                            (f"Pod/prod/{job}", obj_event(KubeKind.POD, p, now))])
+            sent = time.time()
+            commands: list[YieldCommand] = []
+            decision: Decision | None = None
+            give_up = time.time() + 60
+            first_seen: float | None = None
+            while not commands or decision is None:
+                if time.time() > give_up:
+                    raise SystemExit(f"no decision for {job} within 60 s; see {log}")
+                batch = await consumer.getmany(timeout_ms=50)
+                for tp, records in batch.items():
+                    for r in records:
+                        if tp == decisions_tp:
+                            decision = Decision.model_validate_json(r.value)
+                        else:
+                            commands.append(YieldCommand.model_validate_json(r.value))
+                if commands and first_seen is None:
+                    first_seen = time.time()  # the first command is on the topic
+            assert first_seen is not None
+            results.append(first_seen - sent)
+            while len(commands) < len(decision.commands):  # the rest of this decision's
+                batch = await consumer.getmany(timeout_ms=50)
+                for tp, records in batch.items():
+                    commands += [YieldCommand.model_validate_json(r.value) for r in records
+                                 if tp != decisions_tp]  # fmt: skip
+            # victims acknowledge and leave; the fine-tune is placed on the freed node
+            t = time.time()
+            acks = [(c.job, YieldAck(command_id=c.command_id, decision_id=c.decision_id,
+                                     node=c.node, job=c.job, outcome=YieldOutcome.CHECKPOINTED,
+                                     acked_at=t)) for c in commands]  # fmt: skip
+            await send_all(producer, prefix + "gpuyield.yield-acks", acks)
+            gone = []
+            for c in commands:
+                for victim_pod in pods_of.get(c.job, []):
+                    if victim_pod["metadata"]["name"] in c.pods:
+                        gone.append(obj_event(KubeKind.POD, victim_pod, t, deleted=True))
+                        limits = victim_pod["spec"]["containers"][0]["resources"]["limits"]
+                        free[c.node] += int(limits["nvidia.com/gpu"])
+            freed = decision.plan.placement[f"{job}-worker-0"]
+            free[freed] -= 8
+            placed = pod(job, "prod", 0, 8, freed, 1000, t)
+            g_running = group(job, "prod", "production", 1, "Running", False)
+            await send_all(producer, kube, [(e.key, e) for e in gone] + [
+                (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, t)),
+                (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, t)),
+            ])  # fmt: skip
+            await asyncio.sleep(0.5)
+        stop.set()
+        await beating
+    await consumer.stop()
+    await producer.stop()
+    return results
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def pick_redis(stack: contextlib.ExitStack, state: Path) -> str:
+    url = "redis://127.0.0.1:6379/0"
+    with contextlib.suppress(redis.RedisError, OSError):
+        if redis.Redis.from_url(url, socket_connect_timeout=0.5).ping():
+            return url
+    return stack.enter_context(EmbeddedRedis(state / "valkey")).url
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--beats", type=int, default=50_000)
+    parser.add_argument("--demands", type=int, default=30, help="demands that need evictions")
+    parser.add_argument("--state", type=Path, help="keep logs here (default: a temporary dir)")
+    args = parser.parse_args()
+    with contextlib.ExitStack() as stack:
+        state = args.state or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        broker = stack.enter_context(EmbeddedBroker(log_path=state / "tansu.log"))
+        redis_url = pick_redis(stack, state)
+        rate = await throughput(broker.bootstrap, redis_url, args.beats, state / "t")
+        lat = await latency(broker.bootstrap, redis_url, args.demands, state / "l")
+    lat_sorted = sorted(lat)
+    p99 = lat_sorted[min(len(lat_sorted) - 1, int(0.99 * len(lat_sorted)))]
+    print(f"Machine: {machine()}; broker: embedded Tansu; one worker process\n")
+    print("| measure | value | target |")
+    print("|---|---:|---:|")
+    print(f"| heartbeats/s, one worker ({args.beats} beats, 200 jobs) | {rate:,.0f} | >= 5,000 |")
+    print(f"| decision latency p50 ({len(lat)} demands, 512 GPUs, 200 jobs) | "
+          f"{statistics.median(lat) * 1000:.0f} ms | |")  # fmt: skip
+    print(f"| decision latency p99 | {p99 * 1000:.0f} ms | < 1 s |")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
