@@ -335,7 +335,7 @@ def render(doc: Doc) -> str:
 
 
 # deploy/base ships one example as the snapshot of its dry-run planner Job.
-DEPLOY_SNAPSHOT = HERE.parent / "deploy" / "base" / "snapshot.json"
+DEPLOY_SNAPSHOT = HERE.parent / "deploy" / "planner-dry-run" / "snapshot.json"
 DEPLOYED_EXAMPLE = "protected-research.json"
 
 
