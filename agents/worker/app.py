@@ -32,6 +32,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, cast
 
 import faust
@@ -120,6 +121,12 @@ def build_app(
 ) -> faust.App:
     """A configured app with its agents; ``faust.Worker(app)`` runs it."""
     p = options.topic_prefix
+    local: dict[str, Any] = {}
+    if options.data_dir:
+        # faust makes only the last level, and a worker on external Kafka and Redis has
+        # created nothing under its state directory yet.
+        Path(options.data_dir).mkdir(parents=True, exist_ok=True)
+        local["datadir"] = options.data_dir
     app = faust.App(
         **options.app_kwargs,
         store="memory://",
@@ -129,7 +136,7 @@ def build_app(
         consumer_auto_offset_reset="earliest",
         topic_allow_declare=True,
         table_cleanup_interval=3600.0,
-        **({"datadir": options.data_dir} if options.data_dir else {}),
+        **local,
     )
 
     def topic(name: str) -> faust.TopicT:
@@ -272,6 +279,7 @@ def build_app(
             for command in outcome.commands:
                 await commands.send(key=command.node.encode(), value=encode(command))
             for alert in outcome.alerts:
+                log.warning("alert %s: %s", alert.kind.value, alert.message)
                 await alerts.send(key=(alert.job or alert.kind.value).encode(), value=encode(alert))
             if outcome.decisions:
                 log.info(

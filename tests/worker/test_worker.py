@@ -229,18 +229,21 @@ async def test_a_new_owner_recovers_the_yields_in_flight_and_never_issues_them_t
     # Volcano still reports the first shortage, and a second one arrives.
     await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + 30)))
     await publish(kafka_bootstrap, kube, keyed(demand_events("ft-mistral", NOW + 31)))
+    alerts_topic = topic_prefix + "gpuyield.alerts"
+    letters_topic = topic_prefix + "gpuyield.dead-letters"
     seen = await read_until(
         kafka_bootstrap,
-        [commands_topic],
+        [commands_topic, alerts_topic, letters_topic],
         lambda s: len(s[commands_topic]) >= 4,
-        timeout_s=90,
+        timeout_s=150,
         settle_s=3.0,
     )
     commands = decoded(seen[commands_topic], YieldCommand)
     by_job: dict[str, int] = {}
     for command in commands:
         by_job[command.job] = by_job.get(command.job, 0) + 1
-    assert by_job == {"research/sweep-0": 2, "research/sweep-1": 2}, second.tail()
+    diagnosis = f"alerts {seen[alerts_topic]}, dead letters {seen[letters_topic]}\n"
+    assert by_job == {"research/sweep-0": 2, "research/sweep-1": 2}, diagnosis + second.tail(80)
     assert b"decided for prod/ft-mistral" in second.log.read_bytes()
 
 
