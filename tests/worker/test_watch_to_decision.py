@@ -81,7 +81,7 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
             "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
         }
         with (tmp_path / "watch.log").open("ab") as log:
-            watch = subprocess.Popen(  # noqa: S603 - our own console script
+            watch = subprocess.Popen(
                 [GPUYIELD, "watch", "--kubeconfig", str(config)],
                 stdout=log,
                 stderr=subprocess.STDOUT,

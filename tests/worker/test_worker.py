@@ -133,7 +133,7 @@ async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_co
     ]
     view = await wait_for_view(redis_url, worker.cluster_id, lambda v: v["yields_in_flight"])
     assert {y["job"] for y in view["yields_in_flight"]} == {"research/sweep-1"}
-    status = subprocess.run(  # noqa: S603 - our own console script
+    status = subprocess.run(
         [GPUYIELD, "status"],
         env={
             **os.environ,
