@@ -101,7 +101,9 @@ def queue(name: str, capability: int, guarantee: int, reclaimable: bool) -> dict
     }
 
 
-def group(job: str, ns: str, q: str, members: int, phase: str, unschedulable: bool) -> dict[str, Any]:
+def group(
+    job: str, ns: str, q: str, members: int, phase: str, unschedulable: bool
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": f"{job}-pg",
@@ -117,8 +119,9 @@ def group(job: str, ns: str, q: str, members: int, phase: str, unschedulable: bo
     }
 
 
-def pod(job: str, ns: str, i: int, gpus: int, node_name: str | None, prio: int,
-        started: float) -> dict[str, Any]:  # fmt: skip
+def pod(
+    job: str, ns: str, i: int, gpus: int, node_name: str | None, prio: int, started: float
+) -> dict[str, Any]:
     return {
         "metadata": {
             "name": f"{job}-worker-{i}",
@@ -144,18 +147,26 @@ def cluster(now: float) -> tuple[list[KubeEvent], list[str]]:
     for g in range(GANGS):
         job = f"gang-{g:03d}"
         jobs.append(f"research/{job}")
-        events.append(obj_event(KubeKind.POD_GROUP, group(job, "research", "research", 2,
-                                                          "Running", False), now))  # fmt: skip
+        events.append(
+            obj_event(
+                KubeKind.POD_GROUP, group(job, "research", "research", 2, "Running", False), now
+            )
+        )
         for k in range(2):
             where = f"gpu-{(g + k * 20) % GANGS:02d}"
             started = now - 3600 * (1 + g % 7)
-            events.append(obj_event(KubeKind.POD, pod(job, "research", k, 4, where, 100, started), now))
+            events.append(
+                obj_event(KubeKind.POD, pod(job, "research", k, 4, where, 100, started), now)
+            )
     for s in range(SINGLES):
         job = f"single-{s:03d}"
         jobs.append(f"research/{job}")
         where = f"gpu-{GANGS + s % (NODES - GANGS):02d}"
-        events.append(obj_event(KubeKind.POD_GROUP, group(job, "research", "research", 1,
-                                                          "Running", False), now))  # fmt: skip
+        events.append(
+            obj_event(
+                KubeKind.POD_GROUP, group(job, "research", "research", 1, "Running", False), now
+            )
+        )
         started = now - 600 * (2 + s % 11)
         events.append(obj_event(KubeKind.POD, pod(job, "research", 0, 1, where, 100, started), now))
     return events, jobs
@@ -183,7 +194,7 @@ def worker(bootstrap: str, redis_url: str, prefix: str, state: Path) -> Iterator
         "GPUYIELD_STATE_DIR": str(state),
     }
     with log.open("ab") as out:
-        process = subprocess.Popen(  # noqa: S603
+        process = subprocess.Popen(
             [GPUYIELD, "worker", "--tick-s", "1"],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -215,10 +226,17 @@ async def throughput(bootstrap: str, redis_url: str, beats: int, state: Path) ->
     # apart, progress creeping (a multi-hour job moves a fraction of a percent
     # per beat); the last beat of each job says 100 %, so the end is visible.
     items = [
-        (job, Heartbeat(job=job, pod=f"{job[9:]}-worker-0", step=(i + 1) * 300,
-                        progress=1.0 if i == per_job - 1 else 0.2 + 0.0003 * i,
-                        last_checkpoint_at=now - 600 + 10 * i - (10 * i) % 1800,
-                        sent_at=now - 10 * (per_job - i)))  # fmt: skip
+        (
+            job,
+            Heartbeat(
+                job=job,
+                pod=f"{job[9:]}-worker-0",
+                step=(i + 1) * 300,
+                progress=1.0 if i == per_job - 1 else 0.2 + 0.0003 * i,
+                last_checkpoint_at=now - 600 + 10 * i - (10 * i) % 1800,
+                sent_at=now - 10 * (per_job - i),
+            ),
+        )
         for i in range(per_job)
         for job in jobs
     ]
@@ -280,8 +298,17 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
                 step += 1
                 now = time.time()
                 batch = [
-                    (job, Heartbeat(job=job, pod="w", step=step * 100 + i, progress=0.3,
-                                    last_checkpoint_at=now - 60, sent_at=now))  # fmt: skip
+                    (
+                        job,
+                        Heartbeat(
+                            job=job,
+                            pod="w",
+                            step=step * 100 + i,
+                            progress=0.3,
+                            last_checkpoint_at=now - 60,
+                            sent_at=now,
+                        ),
+                    )
                     for i, job in enumerate(jobs[step % 10 :: 10])
                 ]
                 await send_all(producer, prefix + "gpuyield.heartbeats", batch)
@@ -292,7 +319,9 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
         pods_of: dict[str, list[dict[str, Any]]] = {}
         for e in events:
             if e.kind is KubeKind.POD:
-                pods_of.setdefault(f"research/{e.object['metadata']['labels']['volcano.sh/job-name']}", []).append(e.object)  # noqa: E501
+                pods_of.setdefault(
+                    f"research/{e.object['metadata']['labels']['volcano.sh/job-name']}", []
+                ).append(e.object)
         free = {f"gpu-{i:02d}": 8 for i in range(NODES)}
         for e in events:
             if e.kind is KubeKind.POD:
@@ -308,16 +337,25 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
                 free[room[0]] -= 8
                 placed = pod(job, "prod", 0, 8, room[0], 1000, now)
                 g_running = group(job, "prod", "production", 1, "Running", False)
-                await send_all(producer, kube, [
-                    (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, now)),
-                    (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, now)),
-                ])  # fmt: skip
+                await send_all(
+                    producer,
+                    kube,
+                    [
+                        (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, now)),
+                        (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, now)),
+                    ],
+                )
                 continue
             g = group(job, "prod", "production", 1, "Inqueue", True)
             p = pod(job, "prod", 0, 8, None, 1000, now)
-            await send_all(producer, kube, [(f"PodGroup/prod/{job}-pg",
-                                             obj_event(KubeKind.POD_GROUP, g, now)),  # fmt: skip
-                                            (f"Pod/prod/{job}", obj_event(KubeKind.POD, p, now))])
+            await send_all(
+                producer,
+                kube,
+                [
+                    (f"PodGroup/prod/{job}-pg", obj_event(KubeKind.POD_GROUP, g, now)),
+                    (f"Pod/prod/{job}", obj_event(KubeKind.POD, p, now)),
+                ],
+            )
             sent = time.time()
             commands: list[YieldCommand] = []
             decision: Decision | None = None
@@ -340,13 +378,27 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
             while len(commands) < len(decision.commands):  # the rest of this decision's
                 batch = await consumer.getmany(timeout_ms=50)
                 for tp, records in batch.items():
-                    commands += [YieldCommand.model_validate_json(r.value) for r in records
-                                 if tp != decisions_tp]  # fmt: skip
+                    commands += [
+                        YieldCommand.model_validate_json(r.value)
+                        for r in records
+                        if tp != decisions_tp
+                    ]
             # victims acknowledge and leave; the fine-tune is placed on the freed node
             t = time.time()
-            acks = [(c.job, YieldAck(command_id=c.command_id, decision_id=c.decision_id,
-                                     node=c.node, job=c.job, outcome=YieldOutcome.CHECKPOINTED,
-                                     acked_at=t)) for c in commands]  # fmt: skip
+            acks = [
+                (
+                    c.job,
+                    YieldAck(
+                        command_id=c.command_id,
+                        decision_id=c.decision_id,
+                        node=c.node,
+                        job=c.job,
+                        outcome=YieldOutcome.CHECKPOINTED,
+                        acked_at=t,
+                    ),
+                )
+                for c in commands
+            ]
             await send_all(producer, prefix + "gpuyield.yield-acks", acks)
             gone = []
             for c in commands:
@@ -359,10 +411,15 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
             free[freed] -= 8
             placed = pod(job, "prod", 0, 8, freed, 1000, t)
             g_running = group(job, "prod", "production", 1, "Running", False)
-            await send_all(producer, kube, [(e.key, e) for e in gone] + [
-                (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, t)),
-                (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, t)),
-            ])  # fmt: skip
+            await send_all(
+                producer,
+                kube,
+                [(e.key, e) for e in gone]
+                + [
+                    (f"Pod/prod/{job}", obj_event(KubeKind.POD, placed, t)),
+                    (f"PodGroup/prod/{job}", obj_event(KubeKind.POD_GROUP, g_running, t)),
+                ],
+            )
             await asyncio.sleep(0.5)
         stop.set()
         await beating
@@ -407,8 +464,10 @@ async def main() -> None:
     print("| measure | value | target |")
     print("|---|---:|---:|")
     print(f"| heartbeats/s, one worker ({args.beats} beats, 200 jobs) | {rate:,.0f} | >= 5,000 |")
-    print(f"| decision latency p50 ({len(lat)} demands, 512 GPUs, 200 jobs) | "
-          f"{statistics.median(lat) * 1000:.0f} ms | |")  # fmt: skip
+    print(
+        f"| decision latency p50 ({len(lat)} demands, 512 GPUs, 200 jobs) | "
+        f"{statistics.median(lat) * 1000:.0f} ms | |"
+    )
     print(f"| decision latency p99 | {p99 * 1000:.0f} ms | < 1 s |")
 
 
