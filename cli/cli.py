@@ -17,12 +17,13 @@ from gpuyield.agents.planner import UnknownPreemptor, plan
 from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
+from gpuyield.demo_command import demo_command
 from gpuyield.node_agent_command import node_agent_command
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
 from gpuyield.status_command import status_command
-from gpuyield.watch_command import watch_command
 from gpuyield.topics_command import topics_command
+from gpuyield.watch_command import watch_command
 from gpuyield.worker_command import worker_command
 
 app = typer.Typer(
@@ -80,6 +81,7 @@ app.command("worker")(worker_command)
 app.command("status")(status_command)
 app.command("watch")(watch_command)
 app.command("node-agent")(node_agent_command)
+app.command("demo")(demo_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,50 @@
+"""The demo's clocks: the controller's policy timers compressed by ``SPEED``, real-time grace.
+
+The demo compresses a cluster's hours into a minute or two, so the decider's
+timers that are about *cluster* time are divided by ``scenario.SPEED``: the
+cooldown that spares a freshly started job, the resume backoff after an
+eviction, the eviction-limit window. What is about *process* time stays real:
+a trainer needs real seconds to reach a step boundary and write its
+checkpoint, so the grace period, the ack slack and the node agents' waits are
+wall seconds (short ones, for a snappy demo). Timestamps are the wall clock
+everywhere (trainers, node agents and the decider compare them).
+"""
+
+from __future__ import annotations
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.demo.scenario import SPEED
+from gpuyield.agents.node.executor import ExecutorSettings
+from gpuyield.schemas import Policy
+
+TICK_S = 0.5
+"""The worker's tick: how soon deadlines, retries and resumes are looked at."""
+
+
+def demo_policy(grace_s: float) -> Policy:
+    stock = Policy()
+    return Policy(
+        alpha=stock.alpha,
+        beta=stock.beta,
+        cooldown_s=stock.cooldown_s / SPEED,
+        max_evictions=stock.max_evictions,
+        eviction_window_s=stock.eviction_window_s / SPEED,
+        grace_s=grace_s,
+    )
+
+
+def demo_controller_config(grace_s: float) -> ControllerConfig:
+    stock = ControllerConfig()
+    return ControllerConfig(
+        policy=demo_policy(grace_s),
+        demand_retry_s=3.0,
+        ack_slack_s=10.0,
+        reservation_s=30.0,
+        resume_backoff_base_s=stock.resume_backoff_base_s / SPEED,
+    )
+
+
+NODE_AGENT_EXECUTOR = ExecutorSettings(
+    settle_s=1.5, poll_s=0.2, exit_grace_s=5.0, kill_timeout_s=10.0, release_timeout_s=20.0
+)
+"""Shorter waits than the defaults: a demo's trainers are a few steps a second on one machine."""

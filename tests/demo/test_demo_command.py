@@ -1,0 +1,114 @@
+"""``gpuyield demo`` as a user runs it: the figures, and nothing left running afterwards.
+
+Every process the demo starts inherits its environment, so a marker variable
+set for the demo finds them all in ``/proc`` (broker, Redis, worker, trainers,
+stand-ins), including any that outlived it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuyield.schemas.simulation import PolicyMetrics
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+GPUYIELD = str(Path(sys.executable).parent / "gpuyield")
+MARK = "GPUYIELD_DEMO_TEST_MARK"
+
+
+def marked(mark: str) -> list[int]:
+    """PIDs of live processes whose environment carries ``MARK=mark``."""
+    needle = f"{MARK}={mark}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if needle in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
+
+
+def demo_env(tmp_path: Path, mark: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUYIELD_")}
+    return {**env, "GPUYIELD_STATE_DIR": str(tmp_path), MARK: mark, "COLUMNS": "160"}
+
+
+def wait_for(condition: object, timeout_s: float, what: str) -> None:
+    assert callable(condition)
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_the_demo_prints_its_figures_as_json_and_leaves_no_process_behind(tmp_path: Path) -> None:
+    mark = secrets.token_hex(8)
+    started = time.monotonic()
+    result = subprocess.run(
+        [GPUYIELD, "demo", "--json", "--duration-s", "12", "--seed", "3"],
+        capture_output=True,
+        text=True,
+        env=demo_env(tmp_path, mark),
+        timeout=280,
+        check=False,
+    )
+    wall_s = time.monotonic() - started
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert set(document) == {"decisions", "yields", "lost_gpu_seconds", "policies"}
+    assert set(document["yields"]) == {"commands", "checkpointed", "exited", "hard_killed"}
+    assert document["decisions"] >= 1
+    assert document["yields"]["commands"] >= 1
+    assert document["yields"]["checkpointed"] >= 1
+    assert document["yields"]["hard_killed"] == 0
+    assert 0 <= document["lost_gpu_seconds"] <= 100  # at most a few seconds of a few GPUs
+    assert set(document["policies"]) == {"volcano-native", "volcano-gang", "gpuyield"}
+    for metrics in document["policies"].values():
+        assert set(metrics) == set(PolicyMetrics.model_fields)
+    assert document["policies"]["gpuyield"]["lost_gpu_hours_per_day"] == 0.0
+    assert marked(mark) == []
+    assert list(tmp_path.iterdir()) == []  # its working directory is removed
+    assert wall_s < 240
+
+
+def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
+    mark = secrets.token_hex(8)
+    demo = subprocess.Popen(
+        [GPUYIELD, "demo", "--duration-s", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=demo_env(tmp_path, mark),
+    )
+    try:
+
+        def pods_running() -> bool:
+            assert demo.poll() is None, demo.communicate()
+            return len(list(tmp_path.glob("gpuyield-demo-*/logs/*.log"))) >= 5
+
+        wait_for(pods_running, 120, "the research pods to start")
+        assert len(marked(mark)) >= 7  # broker, Redis, worker and the pods at least
+        demo.send_signal(signal.SIGINT)  # what a terminal sends on Ctrl-C
+        _, err = demo.communicate(timeout=90)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    assert demo.returncode == 130, err
+    assert "interrupted" in err.decode()
+    assert marked(mark) == []
+    assert list(tmp_path.iterdir()) == []
