@@ -138,6 +138,14 @@ class YieldCommand(WireModel):
     node: str = NonEmpty
     job: str = NonEmpty
     pods: tuple[str, ...] = ()
+    whole_job: bool = Field(
+        True,
+        description=(
+            "False when only surplus pods of an elastic job yield: the job keeps running "
+            "on its other pods and must not be suspended."
+        ),
+    )
+    gpus: int = Field(0, ge=0, description="GPUs the named pods hold (0: unknown).")
     grace_s: float = Field(120.0, ge=0)
     issued_at: float
     deadline: float

@@ -477,11 +477,29 @@ def _decide(s: _Step) -> None:
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
 
 
+def _nominate(s: _Step, job: str, snapshot: Snapshot, result: Plan, decision_id: str) -> None:
+    """Hold the GPUs ``result`` places ``job`` on until Volcano places it (or ``reservation_s``).
+
+    Later plans in the meantime see them as taken: another demand is not
+    promised the same GPUs, and another suspended job is not resumed into
+    them (it would only wait, unschedulable, in the shortage it yielded to).
+    """
+    gpus_of = {p.name: p.gpus for j in snapshot.jobs if j.name == job for p in j.pods}
+    nominated: dict[str, int] = {}
+    for pod, node in result.placement.items():
+        nominated[node] = nominated.get(node, 0) + gpus_of.get(pod, 0)
+    s.put(
+        RESERVATION + job,
+        {"nodes": nominated, "until": s.now + s.config.reservation_s, "decision": decision_id},
+    )
+
+
 def _issue(
     s: _Step, preemptor: str, snapshot: Snapshot, result: Plan, ledger: DemandLedger
 ) -> None:
     decision_id = derive_id("decision", s.origin, preemptor)
     node_of = {(j.name, p.name): p.node for j in snapshot.jobs for p in j.pods}
+    gpus_of = {(j.name, p.name.rsplit("/", 1)[-1]): p.gpus for j in snapshot.jobs for p in j.pods}
     guard = s.guard()
     ids: list[str] = []
     deadline = s.now
@@ -501,6 +519,8 @@ def _issue(
                 node=node,
                 job=victim.job,
                 pods=tuple(sorted(by_node[node])),
+                whole_job=victim.whole_job,
+                gpus=sum(gpus_of.get((victim.job, pod), 0) for pod in by_node[node]),
                 grace_s=victim.grace_s,
                 issued_at=s.now,
                 deadline=s.now + victim.grace_s,
@@ -541,14 +561,7 @@ def _issue(
     s.save_guard(guard)
     victims = frozenset(v.job for v in result.victims)
     s.save_ledger(preemptor, ledger.decided(preemptor, victims, s.now, deadline))
-    gpus_of = {p.name: p.gpus for j in snapshot.jobs if j.name == preemptor for p in j.pods}
-    nominated: dict[str, int] = {}
-    for pod, node in result.placement.items():
-        nominated[node] = nominated.get(node, 0) + gpus_of.get(pod, 0)
-    s.put(
-        RESERVATION + preemptor,
-        {"nodes": nominated, "until": s.now + s.config.reservation_s, "decision": decision_id},
-    )
+    _nominate(s, preemptor, snapshot, result, decision_id)
     s.decisions.append(
         Decision(
             decision_id=decision_id,
@@ -602,6 +615,7 @@ def _resume(s: _Step) -> None:
         )
         s.commands.append(command)
         s.put(SUSPENDED + view.name, {**record, "resume_issued": s.now})
+        _nominate(s, view.name, snapshot, result, decision_id)
         s.save_guard(guard.observe_resume(view.name, s.now))
         s.decisions.append(
             Decision(
@@ -613,4 +627,4 @@ def _resume(s: _Step) -> None:
                 commands=(command.command_id,),
             )
         )
-        return  # one resume per step: the next step sees its GPUs as taken
+        return  # one resume per step: the next step sees its GPUs as nominated

@@ -174,11 +174,14 @@ class YieldExecutor:
 
     async def _prepare(self, record: YieldRecord, pods: tuple[PodRef, ...]) -> YieldRecord:
         """Fix the signal time, the checkpoint baseline and the GPU count before signalling."""
-        try:
-            gpus = await self._gpus.gpus(pods)
-        except Exception as exc:
-            log.warning("command %s: GPU count unknown (%s)", record.command_id, exc)
-            gpus = 0
+        if record.command.gpus:
+            gpus = record.command.gpus  # the controller counted them from its snapshot
+        else:
+            try:
+                gpus = await self._gpus.gpus(pods)
+            except Exception as exc:
+                log.warning("command %s: GPU count unknown (%s)", record.command_id, exc)
+                gpus = 0
         seen = self._board.get(record.command.job)
         return record.to(
             Phase.SIGNALLING,
@@ -331,6 +334,9 @@ class YieldExecutor:
     async def _suspend(self, record: YieldRecord) -> str:
         """Suspend the command's job; "" when done, else a note for the ack."""
         command = record.command
+        if not command.whole_job:
+            # Surplus pods of an elastic job: the job runs on without them.
+            return "surplus pods of an elastic job: the job keeps running"
         try:
             await self._retry(
                 lambda: self._suspender.suspend(

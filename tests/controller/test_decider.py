@@ -298,3 +298,19 @@ def test_pods_of_the_same_name_in_two_namespaces_are_told_apart() -> None:
     assert "research/sweep-0-worker-0" in names
     assert "team-b/sweep-0-worker-0" in names
     assert all("/" not in p for cmd in c.commands for p in cmd.pods)
+
+
+def test_surplus_pods_of_an_elastic_job_yield_without_the_job_being_suspended() -> None:
+    c = Controller()
+    for i in range(2):
+        c.add(node(f"gpu-{i:02d}"), NOW - 60)
+    c.add(queue("production", capability=16, guarantee=16, reclaimable=False), NOW - 60)
+    c.add(queue("research", capability=16), NOW - 60)
+    # an elastic data-parallel job: 4 pods x 4 GPUs, runs on 2 or more
+    c.add(pod_group("elastic", namespace="research", queue="research", min_member=2), NOW - 60)
+    for k in range(4):
+        c.add(pod("elastic", k, namespace="research", gpus=4, node=f"gpu-0{k // 2}"), NOW - 60)
+    production_demand(c)
+    assert [(cmd.whole_job, cmd.gpus, len(cmd.pods)) for cmd in c.commands] == [(False, 8, 2)]
+    ack(c, 0, NOW + 30, YieldOutcome.CHECKPOINTED)
+    assert "suspended/research/elastic" not in c.records

@@ -230,3 +230,17 @@ async def test_suspend_first_suspends_before_the_signal_and_not_again(rig: Rig) 
     assert order == ["signal after 1 suspension(s)"]
     assert rig.suspender.calls == [("suspend", JOB, "cmd-1")]
     assert rig.acks.acks[0].outcome is YieldOutcome.EXITED
+
+
+async def test_surplus_pods_of_an_elastic_job_yield_without_suspending_the_job(rig: Rig) -> None:
+    rig.pods.on_signal = trainer_that_checkpoints(rig.pods, rig.board, rig.clock, JOB, step=97)
+    command = yield_command().model_copy(update={"whole_job": False, "gpus": 8})
+    record, _ = await rig.ledger.claim(command, rig.clock())
+
+    final = await rig.executor.run(record)
+
+    assert final.gpus == 8  # the controller's count, not the node's guess
+    (ack,) = rig.acks.acks
+    assert ack.outcome is YieldOutcome.CHECKPOINTED
+    assert rig.suspender.calls == []
+    assert "keeps running" in ack.detail
