@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import importlib.resources
 import logging
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -80,6 +82,19 @@ def accepts_connections(host: str, port: int, timeout_s: float = 0.2) -> bool:
             return True
     except OSError:
         return False
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the parent dies (Linux; elsewhere nothing).
+
+    atexit cannot run when the owner is SIGKILLed, and a memory-only broker
+    left behind holds a port and memory for nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def _tail(path: Path, lines: int = 20) -> str:
@@ -185,6 +200,8 @@ class EmbeddedBroker:
                 env=env,
                 # Its own session: a terminal's Ctrl-C reaches the owner, which stops it in order.
                 start_new_session=True,
+                # ... and if the owner is SIGKILLed, the kernel stops the broker too.
+                preexec_fn=_die_with_parent,
             )
         self._port = port
         atexit.register(self.stop)

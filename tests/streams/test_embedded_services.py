@@ -188,3 +188,29 @@ def test_the_redis_url_fixture_serves_each_test_a_namespace(
         assert client.get(f"{redis_prefix}probe") == b"1"
     finally:
         client.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_broker_stops_when_its_owner_is_killed_outright(tmp_path: Path) -> None:
+    owner = subprocess.Popen(  # a process that starts a broker, then is SIGKILLed
+        [
+            sys.executable,
+            "-c",
+            "import time; from gpuyield.streams.embedded import EmbeddedBroker; "
+            "b = EmbeddedBroker().start(); print(b.pid, flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert owner.stdout is not None
+    broker_pid = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait(10)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.kill(broker_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(broker_pid, 9)
+    pytest.fail("the broker outlived its SIGKILLed owner")
