@@ -202,7 +202,8 @@ def test_the_broker_stops_when_its_owner_is_killed_outright(tmp_path: Path) -> N
         stdout=subprocess.PIPE,
     )
     assert owner.stdout is not None
-    broker_pid = int(owner.stdout.readline())
+    with owner.stdout:
+        broker_pid = int(owner.stdout.readline())
     owner.kill()
     owner.wait(10)
     deadline = time.monotonic() + 20
