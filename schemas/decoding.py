@@ -28,6 +28,12 @@ def decode(model: type[M], raw: bytes | str | None) -> M:
     if raw is None:
         raise MessageError("empty message (a tombstone or a null value)")
     try:
+        # The fast path (pydantic's own JSON parser); any failure is re-read
+        # below, slowly, to name what is wrong.
+        return model.model_validate_json(raw)
+    except ValueError:
+        pass
+    try:
         doc: Any = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise MessageError(f"not JSON: {exc}") from None

@@ -108,8 +108,8 @@ class WorkerOptions:
     data_dir: str | None = None
     """Where faust keeps its local files (default: ``<app id>-data`` in the working directory)."""
 
-    heartbeat_batch: int = 500
-    """Heartbeats folded per batch (or fewer after 50 ms)."""
+    heartbeat_batch: int = 1000
+    """Heartbeats folded per batch (or fewer after 100 ms)."""
 
 
 def build_app(
@@ -222,7 +222,7 @@ def build_app(
         # Beats are taken in batches: a job that beat several times in one
         # batch is forwarded (and its table record written) at most once, which
         # is what lets one worker keep up with thousands of beats a second.
-        batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.05)
+        batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.1)
         async for events in batches:
             changed: dict[str, None] = {}
             for event in events:
