@@ -140,7 +140,7 @@ def pod(
 def cluster(now: float) -> tuple[list[KubeEvent], list[str]]:
     events = [obj_event(KubeKind.NODE, node(f"gpu-{i:02d}"), now) for i in range(NODES)]
     events += [
-        obj_event(KubeKind.QUEUE, queue("production", 256, 256, False), now),
+        obj_event(KubeKind.QUEUE, queue("production", 512, 384, False), now),
         obj_event(KubeKind.QUEUE, queue("research", 512, 0, True), now),
     ]
     jobs = []
