@@ -160,6 +160,10 @@ def train(rank: int, world: int, args: argparse.Namespace) -> int:
         }
         path.write_text(json.dumps(result, indent=2) + "\n")
     if world > 1:
+        # Every rank leaves together: a rank that tears the group down while its
+        # peer is still in a collective makes gloo abort the peer ("terminate
+        # called without an active exception").
+        dist.barrier()
         dist.destroy_process_group()
     return code
 
