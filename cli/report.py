@@ -368,6 +368,7 @@ def _summary_table(scenario: Scenario, total: int) -> str:
     rows = [
         ("cluster", f"{scenario.nodes} nodes x {scenario.gpus_per_node} GPUs = {total} GPUs"),
         ("simulated time", f"{_days(scenario.days)} ({scenario.days * 24:g} hours)"),
+        ("warm-up before it, not measured", f"{scenario.warmup_h:g} hours"),
         ("seed", str(scenario.seed)),
         ("scheduling period", f"{scenario.cycle_s:g} s"),
         ("checkpoint on graceful yield", f"{scenario.checkpoint_save_s:g} s"),

@@ -45,6 +45,14 @@ def simulate_command(
     queue_map: Annotated[
         str | None, typer.Option(help="Trace queues onto scenario queues: SRC=DST,...,*=DST.")
     ] = None,
+    trace_start: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            help="Start the replayed window this many days after the trace's first submission "
+            "(default 0); the warm-up before it is replayed too.",
+        ),
+    ] = None,
     policies: Annotated[str, typer.Option(help="Comma-separated policies to compare.")] = ",".join(
         POLICIES
     ),
@@ -66,7 +74,7 @@ def simulate_command(
         )
     try:
         chosen = _scenario(scenario, nodes, gpus_per_node, days, seed)
-        jobs, dropped = _jobs(chosen, trace, queue_map)
+        jobs, dropped = _jobs(chosen, trace, queue_map, trace_start)
     except InputError as exc:
         fail(str(exc))
     if report is not None:
@@ -106,7 +114,8 @@ def simulate_command(
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
-    _table(Console(), chosen, results, len(jobs), dropped)
+    warmup = sum(1 for job in jobs if job.submit_s < 0)
+    _table(Console(), chosen, results, len(jobs) - warmup, warmup, dropped)
 
 
 def _scenario(
@@ -122,12 +131,14 @@ def _scenario(
 
 
 def _jobs(
-    scenario: Scenario, trace: Path | None, queue_map: str | None
+    scenario: Scenario, trace: Path | None, queue_map: str | None, trace_start: float | None
 ) -> tuple[list[JobSpec], int]:
     rng = random.Random(scenario.seed)  # noqa: S311 -- a seeded workload, not security
     if trace is None:
         if queue_map is not None:
             raise InputError("--queue-map: only meaningful with --trace")
+        if trace_start is not None:
+            raise InputError("--trace-start: only meaningful with --trace")
         return generate(scenario, rng), 0
     load = parse_trace(
         read_trace_text(trace),
@@ -139,6 +150,8 @@ def _jobs(
         rng=rng,
         workload=scenario.workload,
         restart_job_share=scenario.restart_job_share,
+        start_days=trace_start or 0.0,
+        warmup_s=scenario.warmup_h * 3600.0,
     )
     return load.jobs, load.dropped_too_large
 
@@ -148,11 +161,13 @@ def _table(
     scenario: Scenario,
     results: dict[str, PolicyResult],
     jobs: int,
+    warmup: int,
     dropped: int,
 ) -> None:
     title = (
         f"{scenario.nodes} nodes x {scenario.gpus_per_node} GPUs, {scenario.days:g} days, "
         f"seed {scenario.seed}, {jobs} jobs"
+        + (f" (+{warmup} in the {scenario.warmup_h:g} h warm-up)" if warmup else "")
         + (f" ({dropped} dropped: larger than the cluster)" if dropped else "")
     )
     table = Table(title=title)

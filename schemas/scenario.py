@@ -31,6 +31,12 @@ class WorkloadMix(WireModel):
     sla_factor: tuple[float, float] | None = Field(
         None, description="production only: SLA budget = duration x U(a, b) after submission"
     )
+    sla_min_slack_min: float = Field(
+        15.0,
+        ge=0,
+        description="production only: the SLA budget leaves at least this many minutes beyond "
+        "the duration (a delivery promise is not made to the minute)",
+    )
     burst_every_h: float | None = Field(
         None, gt=0, description="jobs arrive in bursts this often instead of a Poisson stream"
     )
@@ -43,7 +49,13 @@ class Scenario(WireModel):
 
     nodes: int = Field(64, ge=1)
     gpus_per_node: int = Field(8, ge=1)
-    days: float = Field(14.0, gt=0)
+    days: float = Field(14.0, gt=0, description="the measured window, in days")
+    warmup_h: float = Field(
+        24.0,
+        ge=0,
+        description="hours of workload played before the measured window and left out of every "
+        "metric, so the window starts from a busy cluster rather than an empty one",
+    )
     seed: int = 0
     queues: tuple[Queue, ...] = ()
     policy: Policy = Policy()

@@ -5,6 +5,14 @@ preemptor, the yields it issued are *expected*; until every one is observed
 (acknowledged, or its deadline passed) the same preemptor is not planned
 for again. After that a per-demand cooldown keeps a still-unplaced
 preemptor from triggering a new round immediately.
+
+Optionally (``backoff_max_s``), a demand whose rounds keep finding no plan
+is retried less and less often: the cooldown doubles with each failed round
+in a row, up to ``backoff_max_s``, as the Kubernetes scheduler backs off an
+unschedulable pod. A decided or settled round starts it afresh. A queue's
+backlog of jobs that no eviction may serve (above their queue's guarantee,
+nothing lighter to preempt) otherwise costs one planner call per job per
+cooldown, for as long as the backlog lasts.
 """
 
 from __future__ import annotations
@@ -25,13 +33,22 @@ class DemandLedger:
     cooldown_s: float = 300.0
     in_flight: Mapping[str, InFlight] = field(default_factory=dict)
     last_round: Mapping[str, float] = field(default_factory=dict)
+    backoff_max_s: float | None = None  # None: the cooldown never grows
+    failures: Mapping[str, int] = field(default_factory=dict)  # failed rounds in a row
 
     def may_plan(self, preemptor: str, now: float) -> bool:
         flight = self.in_flight.get(preemptor)
         if flight is not None and flight.victims and now < flight.deadline:
             return False
         last = self.last_round.get(preemptor)
-        return last is None or now - last >= self.cooldown_s
+        return last is None or now - last >= self.retry_after(preemptor)
+
+    def retry_after(self, preemptor: str) -> float:
+        """Seconds after its last round before ``preemptor`` may be planned for again."""
+        failed = self.failures.get(preemptor, 0)
+        if self.backoff_max_s is None or failed <= 1:
+            return self.cooldown_s
+        return min(self.backoff_max_s, self.cooldown_s * 2.0 ** (failed - 1))
 
     def decided(
         self, preemptor: str, victims: frozenset[str], now: float, deadline: float
@@ -40,13 +57,18 @@ class DemandLedger:
         flights[preemptor] = InFlight(victims, deadline, now)
         rounds = dict(self.last_round)
         rounds[preemptor] = now
-        return replace(self, in_flight=flights, last_round=rounds)
+        failures = {k: v for k, v in self.failures.items() if k != preemptor}
+        return replace(self, in_flight=flights, last_round=rounds, failures=failures)
 
     def tried(self, preemptor: str, now: float) -> DemandLedger:
         """A round found no plan: retry only after the cooldown (state may change by then)."""
         rounds = dict(self.last_round)
         rounds[preemptor] = now
-        return replace(self, last_round=rounds)
+        if self.backoff_max_s is None:
+            return replace(self, last_round=rounds)
+        failures = dict(self.failures)
+        failures[preemptor] = failures.get(preemptor, 0) + 1
+        return replace(self, last_round=rounds, failures=failures)
 
     def acknowledged(self, preemptor: str, victim: str) -> DemandLedger:
         flight = self.in_flight.get(preemptor)
@@ -58,11 +80,16 @@ class DemandLedger:
 
     def settled(self, preemptor: str) -> DemandLedger:
         """The preemptor was placed (or gave up): forget its round."""
-        if preemptor not in self.in_flight and preemptor not in self.last_round:
+        if (
+            preemptor not in self.in_flight
+            and preemptor not in self.last_round
+            and preemptor not in self.failures
+        ):
             return self
         flights = {k: v for k, v in self.in_flight.items() if k != preemptor}
         rounds = {k: v for k, v in self.last_round.items() if k != preemptor}
-        return replace(self, in_flight=flights, last_round=rounds)
+        failures = {k: v for k, v in self.failures.items() if k != preemptor}
+        return replace(self, in_flight=flights, last_round=rounds, failures=failures)
 
     def waiting_on(self, preemptor: str) -> frozenset[str]:
         flight = self.in_flight.get(preemptor)

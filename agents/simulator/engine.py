@@ -20,6 +20,11 @@ Everything that is not the scheduler's choice lives here and is the same for
 every policy: progress, checkpoints, pod release, Volcano's job lifecycle
 (``PodEvicted -> RestartJob`` with its retry budget, or no policy and a
 partial gang), and the accounting behind the metrics.
+
+Time 0 opens the measured window ``[0, days)``. Jobs submitted before it (the
+scenario's warm-up) are played like any other, but nothing that happens
+before 0 is counted: a pool is judged in its steady state, not while it fills
+up from empty (the initial-transient bias of any queueing simulation).
 """
 
 from __future__ import annotations
@@ -113,7 +118,9 @@ class Simulation:
         self.jobs: dict[str, SimJob] = {}
         self.order: list[SimJob] = []
         self._active: dict[str, SimJob] = {}  # submitted, neither Done nor Failed
-        self.now = 0.0
+        self.now = min([0.0, *(spec.submit_s for spec in jobs)])
+        self._window_open = False
+        self._running: list[SimJob] | None = None
         self.tally = Tally(samples_queues={q.name: [] for q in scenario.queues})
         self.guard = LivelockGuard(
             window_s=scenario.policy.eviction_window_s,
@@ -144,20 +151,49 @@ class Simulation:
             if t > self.horizon:
                 break
             self.now = t
+            if not self._window_open and t >= 0:
+                self._open_window()
             self._handle(Event(kind), payload)
         self.now = self.horizon
+        if not self._window_open:
+            self._open_window()
         for job in self.order:
             self._advance(job)
         self.tally.useful_gpu_s = sum(
-            min(job.work, job.spec.duration_s) * job.spec.gpus
+            (min(job.work, job.spec.duration_s) - job.floor_work) * job.spec.gpus
             for job in self.order
             if job.phase is not Phase.FAILED
         )
         return self.tally
 
+    @property
+    def measuring(self) -> bool:
+        """Inside the measured window (the warm-up is played, never counted)."""
+        return self.now >= 0
+
+    def _open_window(self) -> None:
+        """Time 0: what the warm-up jobs have done so far is not the window's work."""
+        self._window_open = True
+        for job in self.order:
+            self._advance(job)
+            job.floor_work = min(job.work, job.spec.duration_s)
+
     def active(self) -> list[SimJob]:
         """Jobs submitted and not yet Done or Failed, in submission order."""
         return list(self._active.values())
+
+    def running(self) -> list[SimJob]:
+        """Jobs running and not yielding, in submission order: the only possible victims.
+
+        Kept during the preemption phase of a cycle, where every starving job
+        asks for it and only ``execute`` changes it; computed afresh elsewhere.
+        """
+        return self._running if self._running is not None else self._running_now()
+
+    def _running_now(self) -> list[SimJob]:
+        return [
+            job for job in self._active.values() if job.phase is Phase.RUNNING and not job.yielding
+        ]
 
     def _ended(self, job: SimJob) -> None:
         """Done or Failed: forget the job once its last pod has let go of its GPUs."""
@@ -239,7 +275,10 @@ class Simulation:
         """The job dies: the work since its last checkpoint is lost."""
         self._advance(job)
         lost = max(0.0, job.work - job.checkpoint_work)
-        self.tally.lost_gpu_s += lost * job.spec.gpus
+        if self.measuring:
+            self.tally.lost_gpu_s += lost * job.spec.gpus
+        # Work below the checkpoint redone inside the window is the window's work again.
+        job.floor_work = min(job.floor_work, job.checkpoint_work)
         job.work = job.checkpoint_work
         job.run_clock = 0.0
 
@@ -339,9 +378,17 @@ class Simulation:
         return True
 
     def _best_fit(self, job: str, gpus: int, taken: dict[int, int]) -> int | None:
+        """The node this pod fills most tightly (the first of equals), or None."""
         best, best_left = None, math.inf
-        for node in range(len(self.cluster.free)):
-            left = self.cluster.available(node, job) - taken.get(node, 0) - gpus
+        reserved = self.cluster.reserved
+        for node, free in enumerate(self.cluster.free):
+            if free < gpus:
+                continue  # what the job may use there is at most what is free
+            left = free - gpus
+            if node in reserved:
+                left = self.cluster.available(node, job) - gpus
+            if taken:
+                left -= taken.get(node, 0)
             if 0 <= left < best_left:
                 best, best_left = node, left
                 if left == 0:
@@ -371,16 +418,24 @@ class Simulation:
 
     def schedulable(self) -> list[SimJob]:
         """Jobs that want pods, in Volcano's job order: priority, then submission."""
-        out = []
-        for job in self._active.values():
-            if job.yielding or job.phase in (Phase.DONE, Phase.FAILED):
-                continue
-            if job.phase is Phase.SUSPENDED and job.resume_not_before > self.now:
-                continue
-            if job.waiting() and not any(p.releasing_until is not None for p in job.pods):
-                out.append(job)
+        out = [job for job in self._active.values() if self._wants_pods(job)]
         out.sort(key=lambda j: (-j.spec.priority, j.spec.submit_s, j.name))
         return out
+
+    def _wants_pods(self, job: SimJob) -> bool:
+        """A pod to place, and none terminating (its job is not mid-eviction)."""
+        phase = job.phase
+        if job.yielding or phase is Phase.DONE or phase is Phase.FAILED:
+            return False
+        if phase is Phase.SUSPENDED and job.resume_not_before > self.now:
+            return False
+        waiting = False
+        for pod in job.pods:
+            if pod.releasing_until is not None:
+                return False
+            if pod.node is None:
+                waiting = True
+        return waiting
 
     def cycle(self) -> None:
         for name, until in list(self.reserved_until.items()):
@@ -388,30 +443,26 @@ class Simulation:
                 # The preemptor did not take its nominated GPUs in time: free them for others.
                 self.cluster.release_reservations(name)
                 del self.reserved_until[name]
-        waiting: list[float] = []
-        for job in self.schedulable():
-            if job.phase is Phase.SUSPENDED and not may_resume(
-                job.spec.priority, self.now, job.resume_not_before, waiting
-            ):
-                continue
-            if job.phase is not Phase.RUNNING or len(job.placed()) < job.spec.pods:
-                placed = self.try_place(job, self._nominated(job))
-                if not placed and job.phase is not Phase.RUNNING:
-                    waiting.append(job.spec.priority)
+        order = self.schedulable()
+        self._allocate(order)
         rounds = attempts = 0
-        for job in self.schedulable():
+        self._running = self._running_now()
+        # Allocation only places pods, so the jobs still wanting pods keep this order.
+        for job in [j for j in order if self._wants_pods(j)]:
             if rounds >= self.rounds_per_cycle or attempts >= 4 * self.rounds_per_cycle:
                 break
             if job.phase is Phase.RUNNING and not job.broken:
                 continue  # runs its gang: Volcano does not preempt for elastic growth
-            if self.pipelined_until.get(job.name, -1.0) > self.now:
+            if self.pipelined_until.get(job.name, -math.inf) > self.now:
                 continue  # its victims are still terminating
             attempts += 1
             decision = self.policy.decide(self, job)
             if decision is None or not decision.victims:
                 continue
             self.execute(decision)
+            self._running = self._running_now()
             rounds += 1
+        self._running = None
         # Retry later even if nothing changes: cooldowns and backoffs expire.
         retry_due = self._retry_at is None or self._retry_at <= self.now
         if retry_due and any(
@@ -419,6 +470,81 @@ class Simulation:
         ):
             self._retry_at = self.now + self.scenario.cycle_s
             self._push(self._retry_at, Event.CYCLE, None)
+
+    def _allocate(self, order: list[SimJob]) -> None:
+        """Volcano's allocate with backfill: every job in order, placed where its gang fits.
+
+        A job that cannot fit is skipped on cheap bounds before any node is
+        searched (its gang over its queue's capability, a pod larger than the
+        largest free slot, a gang larger than all free GPUs; GPUs nominated for
+        another job do not count), which ``try_place`` would only confirm: with
+        thousands of pending jobs (a trace's backlog) the search per job, not
+        the decision, was the cost.
+        """
+        nominees = {name for held in self.cluster.reserved.values() for name in held}
+        largest, total = self._free_bounds()
+        rooms: dict[str, float] = {}
+        # Per queue, the highest priority still waiting; and the highest of those that
+        # wait for GPUs rather than for their queue's capability (see _ahead_of).
+        top_in_queue: dict[str, int] = {}
+        top_for_gpus: int | None = None
+        for job in order:
+            spec = job.spec
+            if job.phase is Phase.SUSPENDED and not may_resume(
+                spec.priority,
+                self.now,
+                job.resume_not_before,
+                self._ahead_of(job, top_in_queue, top_for_gpus),
+            ):
+                continue
+            need = max(0, spec.min_available - len(job.placed())) * spec.gpus_per_pod
+            room = rooms.get(spec.queue)
+            if room is None:
+                room = rooms[spec.queue] = self.capability_room(spec.queue)
+            capped = need > room  # what try_place checks first
+            fits = not capped and (
+                job.name in nominees or (spec.gpus_per_pod <= largest and need <= total)
+            )
+            if fits and self.try_place(job, self._nominated(job)):
+                largest, total = self._free_bounds()
+                rooms.clear()
+                continue
+            if job.phase is not Phase.RUNNING:
+                top_in_queue[spec.queue] = max(
+                    top_in_queue.get(spec.queue, spec.priority), spec.priority
+                )
+                if not capped:
+                    top_for_gpus = (
+                        spec.priority if top_for_gpus is None else max(top_for_gpus, spec.priority)
+                    )
+
+    def _free_bounds(self) -> tuple[int, int]:
+        """The largest free slot on a node and all free GPUs, less every nomination."""
+        free = list(self.cluster.free)
+        for node, held in self.cluster.reserved.items():
+            free[node] -= sum(held.values())
+        return max(free, default=0), sum(max(0, f) for f in free)
+
+    def _ahead_of(
+        self, suspended: SimJob, top_in_queue: dict[str, int], top_for_gpus: int | None
+    ) -> list[int]:
+        """Priorities of the waiting jobs a resume of ``suspended`` would take GPUs from.
+
+        ``may_resume`` keeps a suspended job from backfilling in front of a
+        heavier job of its own queue or of one that may reclaim from it (it
+        would only be evicted again). A job that waits for its own queue's
+        capability is not waiting for GPUs: a resume elsewhere takes nothing
+        from it, so it holds back only resumes in its own queue (which would
+        use up the capability it waits for). Holding every resume back for it
+        left GPUs idle while it waited. Only the highest such priority matters.
+        """
+        ahead = []
+        mine = top_in_queue.get(suspended.spec.queue)
+        if mine is not None:
+            ahead.append(mine)
+        if top_for_gpus is not None and self.tree.queues[suspended.spec.queue].reclaimable:
+            ahead.append(top_for_gpus)
+        return ahead
 
     def _nominated(self, job: SimJob) -> dict[int, int] | None:
         nodes = {
@@ -461,11 +587,12 @@ class Simulation:
         self.policy.executed(self, decision)
 
     def _count_eviction(self, victim: SimJob, preemptor: str) -> None:
-        self.tally.evictions += 1
-        self.tally.evictions_this_hour += 1
         victim.evictions.append(self.now)
         self.guard, incidents = self.guard.observe_eviction(victim.name, preemptor, self.now)
-        self.tally.livelocks += len(incidents)
+        if self.measuring:
+            self.tally.evictions += 1
+            self.tally.evictions_this_hour += 1
+            self.tally.livelocks += len(incidents)
 
     def _terminate(self, job: SimJob, pods: Iterable[int], until: float) -> None:
         released = []
@@ -488,6 +615,7 @@ class Simulation:
             job.broken = False
             job.phase = Phase.FAILED if job.retries >= self.scenario.max_retry else Phase.PENDING
             if job.phase is Phase.FAILED:
+                job.finished_at = self.now
                 self._ended(job)
         else:
             # No policy: the evicted pods are recreated Pending; the rest keep running.
@@ -496,7 +624,8 @@ class Simulation:
             if 0 < len(job.placed()) < job.spec.min_available and not job.broken:
                 self._rollback(job)
                 job.broken = True
-                self.tally.dangling += 1
+                if self.measuring:
+                    self.tally.dangling += 1
             elif not job.placed():
                 self._rollback(job)
                 job.phase = Phase.PENDING

@@ -21,6 +21,14 @@ from gpuyield.agents.simulator.state import SimJob
 PLANNER_BUDGET = 5_000
 """Search steps per decision in the simulator (clusters here are small)."""
 
+RETRY_BACKOFF_MAX_S = 1800.0
+"""A demand that keeps finding no plan is retried after 5, 10, 20, then every 30
+minutes (``DemandLedger.backoff_max_s``) instead of every 5: a backlog of jobs
+that no eviction may serve (their queue above its guarantee, nothing lighter
+to preempt) otherwise calls the planner once per job every 5 minutes for as
+long as it lasts, which on the Philly trace was most of the run time. Any
+decided round starts the demand afresh; a new job starts at 5 minutes."""
+
 
 class GpuyieldPolicy:
     name = "gpuyield"
@@ -28,7 +36,7 @@ class GpuyieldPolicy:
 
     def __init__(self, *, budget: int = PLANNER_BUDGET) -> None:
         self.budget = budget
-        self.ledger = DemandLedger()
+        self.ledger = DemandLedger(backoff_max_s=RETRY_BACKOFF_MAX_S)
         self.decisions = 0
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:

@@ -1,5 +1,9 @@
 """The figures a platform team compares policies by, from one finished simulation.
 
+Everything is measured over the window ``[0, days)``: jobs submitted during
+the warm-up before it are played (they keep the cluster busy from the first
+minute) but not judged, and what happens before 0 is not counted.
+
 - ``sla_attainment``: production jobs that finished within their SLA budget,
   over the production jobs that could be judged (finished, or whose deadline
   fell inside the run); a Failed job missed it.
@@ -7,9 +11,10 @@
   because of preemption (a kill, or a gang broken by one), per simulated day.
 - ``dangling_gangs_per_week``: times a gang was left running some, but fewer
   than ``min_available``, of its pods, per simulated week.
-- ``gpu_utilization``: GPU-seconds of work that counted (finished jobs'
-  work, and the kept progress of unfinished ones; never work later rolled
-  back, nor a Failed job's) over all GPU-seconds of the run.
+- ``gpu_utilization``: GPU-seconds of work done inside the window that
+  counted (finished jobs' work, and the kept progress of unfinished ones;
+  never work later rolled back, nor a Failed job's) over all GPU-seconds of
+  the window.
 - ``evictions``: victims, one per job per round; ``livelock_incidents``: jobs
   caught in a repeat / mutual / preempt-after-resume cycle (``LivelockGuard``).
 - production waits: submission to first start, p50 and p99 (jobs that never
@@ -42,11 +47,12 @@ def measure(sim: Simulation) -> PolicyResult:
     waits: list[float] = []
     completed = failed = 0
     for job in sim.order:
-        if job.phase is Phase.DONE:
+        ended_inside = job.finished_at is not None and job.finished_at >= 0
+        if job.phase is Phase.DONE and ended_inside:
             completed += 1
-        elif job.phase is Phase.FAILED:
+        elif job.phase is Phase.FAILED and ended_inside:
             failed += 1
-        if job.spec.kind is not JobKind.PRODUCTION:
+        if job.spec.kind is not JobKind.PRODUCTION or job.spec.submit_s < 0:
             continue
         started = job.first_started_at
         waits.append((started if started is not None else sim.horizon) - job.spec.submit_s)

@@ -2,9 +2,17 @@
 
 The same contract the streaming controller fills from its tables, filled
 here from the simulator's state, so that both run the very same planner.
+
+Pods and jobs are frozen values, built through small caches keyed by every
+field: a pod keeps its fields for as long as it runs and a job keeps them
+between the decisions of one scheduling cycle, while a trace's decision
+holds hundreds of them; validating each anew was a third of gpuyield's run
+time on a trace.
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 from gpuyield.agents.simulator.engine import Simulation
 from gpuyield.agents.simulator.state import Phase, SimJob
@@ -46,10 +54,11 @@ def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
                         state=JobState.RUNNING,
                         preemptable=False,
                         pods=tuple(
-                            Pod(
-                                name=f"{pod_name(job, p.index)}~leaving",
-                                gpus=job.spec.gpus_per_pod,
-                                node=node_name(p.node),
+                            _pod(
+                                f"{pod_name(job, p.index)}~leaving",
+                                job.spec.gpus_per_pod,
+                                node_name(p.node),
+                                PodPhase.RUNNING,
                             )
                             for p in held
                             if p.node is not None
@@ -93,34 +102,68 @@ def _job(sim: Simulation, job: SimJob, now: float, *, preemptor: bool) -> Job:
     if preemptor:
         state = JobState.SUSPENDED if job.phase is Phase.SUSPENDED else JobState.PENDING
         pods = tuple(
-            Pod(
-                name=pod_name(job, p.index),
-                gpus=spec.gpus_per_pod,
-                node=None if p.node is None else node_name(p.node),
-                phase=PodPhase.PENDING if p.node is None else PodPhase.RUNNING,
+            _pod(
+                pod_name(job, p.index),
+                spec.gpus_per_pod,
+                None if p.node is None else node_name(p.node),
+                PodPhase.PENDING if p.node is None else PodPhase.RUNNING,
             )
             for p in job.pods
         )
     else:
         state = JobState.RUNNING if job.phase is Phase.RUNNING else JobState.PENDING
         pods = tuple(
-            Pod(name=pod_name(job, p.index), gpus=spec.gpus_per_pod, node=node_name(p.node))
+            _pod(pod_name(job, p.index), spec.gpus_per_pod, node_name(p.node), PodPhase.RUNNING)
             for p in job.placed()
             if p.node is not None
         )
+    return _snapshot_job(
+        job.name,
+        spec.queue,
+        spec.priority,
+        state,
+        pods,
+        min(spec.min_available, len(pods)) if not preemptor else spec.min_available,
+        spec.preemptable,
+        EPOCH + spec.submit_s,
+        None if job.started_at is None else EPOCH + job.started_at,
+        job.progress(),
+        None if job.last_checkpoint_at is None else EPOCH + job.last_checkpoint_at,
+        tuple(EPOCH + t for t in job.evictions),
+    )
+
+
+@lru_cache(maxsize=1 << 16)
+def _pod(name: str, gpus: int, node: str | None, phase: PodPhase) -> Pod:
+    return Pod(name=name, gpus=gpus, node=node, phase=phase)
+
+
+@lru_cache(maxsize=1 << 14)
+def _snapshot_job(
+    name: str,
+    queue: str,
+    priority: int,
+    state: JobState,
+    pods: tuple[Pod, ...],
+    min_available: int,
+    preemptable: bool,
+    submitted_at: float,
+    started_at: float | None,
+    progress: float,
+    last_checkpoint_at: float | None,
+    evictions: tuple[float, ...],
+) -> Job:
     return Job(
-        name=job.name,
-        queue=spec.queue,
-        priority=spec.priority,
+        name=name,
+        queue=queue,
+        priority=priority,
         state=state,
         pods=pods,
-        min_available=min(spec.min_available, len(pods)) if not preemptor else spec.min_available,
-        preemptable=spec.preemptable,
-        submitted_at=EPOCH + spec.submit_s,
-        started_at=None if job.started_at is None else EPOCH + job.started_at,
-        progress=job.progress(),
-        last_checkpoint_at=None
-        if job.last_checkpoint_at is None
-        else EPOCH + job.last_checkpoint_at,
-        evictions=tuple(EPOCH + t for t in job.evictions),
+        min_available=min_available,
+        preemptable=preemptable,
+        submitted_at=submitted_at,
+        started_at=started_at,
+        progress=progress,
+        last_checkpoint_at=last_checkpoint_at,
+        evictions=evictions,
     )

@@ -10,6 +10,7 @@ last one, and the difference is the work lost to preemption.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -43,12 +44,13 @@ class SimJob:
     started_at: float | None = None  # last (re)start, for cooldowns and W_eff
     first_started_at: float | None = None
     last_checkpoint_at: float | None = None
-    finished_at: float | None = None
+    finished_at: float | None = None  # Done, or Failed
+    floor_work: float = 0.0  # lowest work since the window opened: the window's work is above it
     evictions: list[float] = field(default_factory=list)
     retries: int = 0
     broken: bool = False  # some pods run, fewer than min_available: a dangling gang
     finish_version: int = 0
-    resume_not_before: float = 0.0
+    resume_not_before: float = -math.inf  # times may be negative (the warm-up)
     yielding: bool = False  # gpuyield: an emergency checkpoint is being written
 
     @property

@@ -5,9 +5,16 @@ num_gpus,queue`` (others, such as Philly's ``submit_time``, are ignored).
 What a trace row gives and what the replay makes of it:
 
 - ``job_id`` becomes the job's name (it must be unique and non-empty);
-- ``submit_s`` is re-based so the first submission is at 0; with ``days``,
-  only jobs submitted less than ``days x 86400`` seconds after the first
-  submission are kept (``outside_days`` counts the rest);
+- ``submit_s`` is re-based so that the measured window starts at 0. By
+  default the window starts at the trace's first submission, and with
+  ``days`` only jobs submitted less than ``days x 86400`` seconds after it are
+  kept (``outside_days`` counts the rest): the issue's "first D days".
+  ``start_days`` (``--trace-start``) moves the window's start that many days
+  after the first submission, for traces whose first days are not
+  representative (Philly's first two weeks hold 22 jobs); the jobs of the
+  ``warmup_s`` before the start are replayed too, at negative times, as the
+  warm-up that fills the cluster (``Scenario.warmup_h``), and older ones are
+  left out (``before_start``);
 - ``duration_s`` is the work at full width (seconds > 0), kept as given;
 - ``num_gpus`` N becomes pods the way distributed training is placed: N up to
   ``gpus_per_node`` is one pod of N GPUs; a larger N is ``ceil(N /
@@ -73,6 +80,7 @@ class TraceLoad:
     dropped_too_large: int  # more pods than the cluster has nodes: could never run
     rows: int  # data rows read (all of them, inside the days window or not)
     outside_days: int = 0  # submitted after the ``days`` window
+    before_start: int = 0  # submitted before the window's start and its warm-up
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +139,15 @@ def parse_trace(
     rng: random.Random,
     workload: Sequence[WorkloadMix] = DEFAULT_WORKLOAD,
     restart_job_share: float = 0.5,
+    start_days: float = 0.0,
+    warmup_s: float = 0.0,
 ) -> TraceLoad:
     """The trace's jobs as the simulator's workload, sorted by ``(submit_s, name)``.
 
     ``workload`` gives the rules for each queue's jobs (pass the scenario's),
-    ``restart_job_share`` the scenario's share of RestartJob policies. Pure:
+    ``restart_job_share`` the scenario's share of RestartJob policies,
+    ``start_days`` and ``warmup_s`` where the window starts and how much of the
+    trace before it is replayed as warm-up (module docstring). Pure:
     the same text, arguments and ``rng`` state give the same jobs. Raises
     TraceError for anything the module docstring calls an error.
     """
@@ -143,14 +155,17 @@ def parse_trace(
     rows = list(_read_rows(text, queue_map, known_queues))
     if not rows:
         raise TraceError("trace: no job rows after the header")
-    first_s = min(row.submit_s for row in rows)
+    first_s = min(row.submit_s for row in rows) + start_days * SECONDS_PER_DAY
     window_s = math.inf if days is None else days * SECONDS_PER_DAY
     jobs: list[JobSpec] = []
-    too_large = outside = 0
+    too_large = outside = before = 0
     for row in rows:
         submit_s = row.submit_s - first_s
         if submit_s >= window_s:
             outside += 1
+            continue
+        if submit_s < -warmup_s:
+            before += 1
             continue
         pods, gpus_per_pod = pods_for(row.num_gpus, gpus_per_node)
         if pods > nodes:
@@ -172,7 +187,13 @@ def parse_trace(
             )
         )
     jobs.sort(key=lambda j: (j.submit_s, j.name))
-    return TraceLoad(jobs=jobs, dropped_too_large=too_large, rows=len(rows), outside_days=outside)
+    return TraceLoad(
+        jobs=jobs,
+        dropped_too_large=too_large,
+        rows=len(rows),
+        outside_days=outside,
+        before_start=before,
+    )
 
 
 def pods_for(num_gpus: int, gpus_per_node: int) -> tuple[int, int]:

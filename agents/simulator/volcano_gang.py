@@ -46,7 +46,7 @@ class VolcanoGang:
             return None
         idle = sum(sim.cluster.free)
         bundles: list[tuple[int, int, str, tuple[int, ...], int]] = []
-        for other in sim.active():
+        for other in sim.running():
             if not volcano_victim_job(sim, job, other, reclaim=reclaim):
                 continue
             placed = sorted(other.placed(), key=lambda p: p.index)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import random  # noqa: TID251 -- a seeded Random is passed in: Volcano's node order is map order
 
 from gpuyield.agents.simulator.engine import Decision, Simulation, volcano_victim_job
-from gpuyield.agents.simulator.state import Phase, SimJob, SimPod
+from gpuyield.agents.simulator.state import SimJob, SimPod
 
 
 class VolcanoNative:
@@ -52,25 +52,14 @@ class VolcanoNative:
         """Stock Volcano keeps no state between sessions."""
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
-        by_node: dict[int, list[tuple[SimJob, SimPod]]] = {}
-        for other in sim.active():
-            if other is job or other.phase is not Phase.RUNNING or other.yielding:
-                continue
-            for pod in other.placed():
-                assert pod.node is not None
-                by_node.setdefault(pod.node, []).append((other, pod))
-        preempt = self._round(sim, job, by_node, reclaim=False)
+        running = [other for other in sim.running() if other is not job]
+        preempt = self._round(sim, job, running, reclaim=False)
         if preempt is not None:
             return preempt
-        return self._round(sim, job, by_node, reclaim=True)
+        return self._round(sim, job, running, reclaim=True)
 
     def _round(
-        self,
-        sim: Simulation,
-        job: SimJob,
-        by_node: dict[int, list[tuple[SimJob, SimPod]]],
-        *,
-        reclaim: bool,
+        self, sim: Simulation, job: SimJob, running: list[SimJob], *, reclaim: bool
     ) -> Decision | None:
         spec = job.spec
         gpus = spec.gpus_per_pod
@@ -83,6 +72,16 @@ class VolcanoNative:
                 return None  # proportion's Preemptive: the queue would exceed its deserved share
         nodes = list(range(len(sim.cluster.free)))
         self.rng.shuffle(nodes)
+        # Only the pods of jobs this action may take from are ever victims (``_victims``
+        # filters by the same test): with none, nothing is evicted and nothing commits.
+        by_node: dict[int, list[tuple[SimJob, SimPod]]] = {}
+        for other in running:
+            if volcano_victim_job(sim, job, other, reclaim=reclaim):
+                for pod in other.placed():
+                    assert pod.node is not None
+                    by_node.setdefault(pod.node, []).append((other, pod))
+        if not by_node:
+            return None
         evicted: dict[str, set[int]] = {}
         freed: dict[int, int] = {}
         placed = 0

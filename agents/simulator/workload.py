@@ -11,7 +11,10 @@ Arrivals
     clockwork), and the jobs of a burst are submitted within
     ``BURST_SPREAD_S`` of its start (a team launching a batch by script).
     ``jobs_per_day`` of a burst mix is only the record of the mean rate.
-    Submission times are whole seconds in ``[0, days x 86400)``.
+    Submission times are whole seconds in ``[-warmup, days x 86400)``: the
+    arrivals start ``scenario.warmup_h`` before the measured window (time 0),
+    so the window opens on a cluster already as busy as the workload keeps
+    it; jobs submitted before 0 are played but never judged.
 Shape
     ``gpus_per_pod`` and ``pods`` are drawn uniformly from the mix's tuples
     (the tuples *are* the distribution: repeat a value to weight it).
@@ -25,7 +28,10 @@ Everything a trace lacks (``assign_missing``, shared with the trace replay)
     one-pod job is rigid whatever the draw), else ``min_available = pods``;
     checkpoint interval U(``checkpoint_interval_min``) minutes; for production
     jobs an SLA of duration x U(``sla_factor``) after submission (the default
-    (1.5, 3) when the mix gives none, so every production job is judged);
+    (1.5, 3) when the mix gives none, so every production job is judged), but
+    never less than the duration plus ``sla_min_slack_min`` minutes (15 by
+    default: a 42-second trace job would otherwise have to be delivered 30
+    seconds after its submission, shorter than any preemption round takes);
     ``restart_job`` with probability ``scenario.restart_job_share``; priority
     and ``preemptable`` from the mix.
 
@@ -72,11 +78,12 @@ def generate(scenario: Scenario, rng: random.Random) -> list[JobSpec]:
     Raises ValueError for a mix whose ``kind`` is not a ``JobKind``.
     """
     horizon_s = scenario.days * SECONDS_PER_DAY
+    start_s = -scenario.warmup_h * SECONDS_PER_HOUR
     drafts: list[tuple[float, int, int, JobSpec]] = []
     streams = [(substream(rng), substream(rng)) for _ in scenario.workload]
     for m, (mix, (arrival_rng, draws)) in enumerate(zip(scenario.workload, streams, strict=True)):
         kind = JobKind(mix.kind)
-        for seq, submit_s in enumerate(arrivals(mix, horizon_s, arrival_rng)):
+        for seq, submit_s in enumerate(arrivals(mix, horizon_s, arrival_rng, start_s=start_s)):
             gpus_per_pod = draws.choice(mix.gpus_per_pod)
             pods = draws.choice(mix.pods)
             job = assign_missing(
@@ -109,19 +116,21 @@ def substream(rng: random.Random) -> random.Random:
     return random.Random(rng.getrandbits(64))  # noqa: S311
 
 
-def arrivals(mix: WorkloadMix, horizon_s: float, rng: random.Random) -> Iterator[float]:
-    """Submission times of ``mix`` in ``[0, horizon_s)``, whole seconds, ascending per burst."""
+def arrivals(
+    mix: WorkloadMix, horizon_s: float, rng: random.Random, *, start_s: float = 0.0
+) -> Iterator[float]:
+    """Submission times of ``mix`` in ``[start_s, horizon_s)``, whole seconds, sorted per burst."""
     if mix.burst_every_h is None:
         if mix.jobs_per_day <= 0:
             return
         rate_per_s = mix.jobs_per_day / SECONDS_PER_DAY
-        t = rng.expovariate(rate_per_s)
+        t = start_s + rng.expovariate(rate_per_s)
         while t < horizon_s:
             yield float(math.floor(t))
             t += rng.expovariate(rate_per_s)
         return
     every_s = mix.burst_every_h * SECONDS_PER_HOUR
-    start = rng.uniform(0.0, every_s)
+    start = start_s + rng.uniform(0.0, every_s)
     while start < horizon_s:
         offsets = sorted(rng.uniform(0.0, BURST_SPREAD_S) for _ in range(mix.burst_size))
         for offset in offsets:
@@ -175,7 +184,9 @@ def assign_missing(
         duration_s=duration_s,
         checkpoint_interval_s=checkpoint_interval_s,
         priority=rules.priority,
-        sla_s=duration_s * sla_factor if kind is JobKind.PRODUCTION else None,
+        sla_s=max(duration_s * sla_factor, duration_s + rules.sla_min_slack_min * 60.0)
+        if kind is JobKind.PRODUCTION
+        else None,
         preemptable=rules.preemptable,
         restart_job=restart_job,
     )

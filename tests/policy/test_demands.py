@@ -41,3 +41,39 @@ def test_the_cooldown_holds_a_demand_back_after_a_round() -> None:
 def test_a_settled_demand_starts_afresh() -> None:
     ledger = DemandLedger(cooldown_s=300.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
     assert ledger.settled("ft").may_plan("ft", 1.0)
+
+
+def test_without_a_backoff_the_cooldown_never_grows() -> None:
+    ledger = DemandLedger(cooldown_s=300.0)
+    for k in range(5):
+        ledger = ledger.tried("ft", 300.0 * k)
+    assert ledger.retry_after("ft") == 300.0
+    assert ledger.failures == {}
+
+
+def test_a_demand_that_keeps_finding_no_plan_backs_off_up_to_the_cap() -> None:
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0)
+    waits = []
+    for now in (0.0, 300.0, 900.0, 2100.0, 3900.0):
+        assert ledger.may_plan("ft", now)
+        ledger = ledger.tried("ft", now)
+        waits.append(ledger.retry_after("ft"))
+    assert waits == [300.0, 600.0, 1200.0, 1800.0, 1800.0]
+    assert not ledger.may_plan("ft", 3900.0 + 1799.0)
+    assert ledger.may_plan("ft", 3900.0 + 1800.0)
+
+
+def test_a_decided_or_settled_round_ends_the_backoff() -> None:
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0)
+    for now in (0.0, 300.0, 900.0):
+        ledger = ledger.tried("ft", now)
+    assert ledger.retry_after("ft") == 1200.0
+    assert ledger.decided("ft", frozenset({"a"}), 1000.0, 1120.0).retry_after("ft") == 300.0
+    assert ledger.settled("ft").retry_after("ft") == 300.0
+
+
+def test_the_backoff_is_per_demand() -> None:
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0)
+    ledger = ledger.tried("ft", 0.0).tried("ft", 300.0)
+    assert ledger.retry_after("ft") == 600.0
+    assert ledger.retry_after("other") == 300.0

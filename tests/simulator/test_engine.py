@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import random
 
-from gpuyield.agents.simulator import run_policy
+import pytest
+
+from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
 from gpuyield.agents.simulator.defaults import default_scenario
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.metrics import measure
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.schemas import Policy, Queue
 from gpuyield.schemas.scenario import Scenario
@@ -119,3 +122,95 @@ def test_utilization_counts_the_work_done_over_all_gpu_time() -> None:
     result = run_policy(scenario, jobs, "volcano-native")
     assert abs(result.metrics.gpu_utilization - 0.5) < 1e-9
     assert result.metrics.sla_attainment == 1.0
+
+
+# -- the warm-up before the measured window ----------------------------------------------
+
+
+def _simulate(scenario: Scenario, jobs: list[JobSpec], policy: str) -> Simulation:
+    sim = Simulation(scenario, jobs, POLICIES[policy](scenario))
+    sim.run()
+    return sim
+
+
+def test_only_the_windows_work_and_production_jobs_count() -> None:
+    # One 8-GPU node, a 4-hour window after a 2-hour warm-up. "early" runs from -2 h to
+    # 1 h (1 h of it inside the window), "late" from 1 h to 3 h: 3 of 4 hours are useful.
+    scenario = two_queue_cluster(nodes=1, days=4 / 24).model_copy(update={"warmup_h": 2.0})
+    jobs = [
+        production("early", submit_s=-2 * HOUR, duration_h=3.0),
+        production("late", submit_s=1 * HOUR, duration_h=2.0),
+    ]
+    result = run_policy(scenario, jobs, "gpuyield")
+    assert abs(result.metrics.gpu_utilization - 0.75) < 1e-9
+    assert result.metrics.production_jobs == 1  # "early" was submitted before the window
+    assert result.metrics.jobs_completed == 2  # both finished inside it
+    assert result.metrics.production_wait_p99_s == 0.0
+    assert result.series.t_h[0] == 0.0
+
+
+def test_a_warm_up_rollback_is_not_lost_work_of_the_window() -> None:
+    # The gang is killed at -0.5 h, before the window: its lost work is the warm-up's.
+    scenario = two_queue_cluster(days=0.25).model_copy(update={"warmup_h": 3.0})
+    jobs = [
+        research_gang(restart_job=True, submit_s=-3 * HOUR),
+        production("ft", submit_s=-0.5 * HOUR),
+    ]
+    sim = _simulate(scenario, jobs, "volcano-native")
+    assert sim.jobs["gang"].evictions == [-0.5 * HOUR]
+    result = measure(sim)
+    assert result.metrics.lost_gpu_hours_per_day == 0.0
+    assert result.metrics.evictions == 0
+
+
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_job_submitted_during_the_warm_up_may_preempt(policy: str) -> None:
+    """Regression: "no preemption round in flight" was a -1 s sentinel, which every
+    negative (warm-up) time is below, so no job could preempt before time 0."""
+    scenario = two_queue_cluster(days=0.25).model_copy(update={"warmup_h": 4.0})
+    jobs = [
+        research_gang(restart_job=True, submit_s=-4 * HOUR),
+        production("ft", submit_s=-2 * HOUR),
+    ]
+    sim = _simulate(scenario, jobs, policy)
+    started = sim.jobs["ft"].first_started_at
+    assert started is not None
+    assert started - (-2 * HOUR) <= 5 * 60
+
+
+# -- resuming a suspended job -------------------------------------------------------------
+
+
+def test_a_job_waiting_for_its_queues_capability_does_not_hold_a_resume_back() -> None:
+    """Regression: a production job held back only by its own queue's capability kept every
+    suspended job from resuming, and the GPUs it could not use stayed idle.
+
+    Two nodes, production capped at 16 GPUs. "gang" (research) runs on one node; "a" takes
+    the other; "b" reclaims the gang's node (the gang yields and is suspended); "c" wants 16
+    GPUs, more than production's capability leaves, so it waits for the capability. When
+    "a" finishes at 1.5 h its node is free but "c" may not take it: the gang resumes there.
+    """
+    scenario = two_queue_cluster(days=3 / 24)
+    jobs = [
+        research_gang(restart_job=True, pods=1, submit_s=0.0),
+        production("a", submit_s=0.5 * HOUR, duration_h=1.0),
+        production("b", submit_s=1.0 * HOUR, duration_h=2.0),
+        JobSpec(
+            name="c",
+            queue="prod",
+            kind=JobKind.PRODUCTION,
+            submit_s=1.2 * HOUR,
+            pods=2,
+            gpus_per_pod=8,
+            min_available=2,
+            duration_s=HOUR,
+            checkpoint_interval_s=HOUR,
+            priority=1000,
+            sla_s=8 * HOUR,
+        ),
+    ]
+    sim = _simulate(scenario, jobs, "gpuyield")
+    gang = sim.jobs["gang"]
+    assert gang.evictions, "the gang yielded to production"
+    assert gang.started_at is not None
+    assert 1.5 * HOUR <= gang.started_at <= 1.5 * HOUR + 2 * 60

@@ -44,7 +44,7 @@ def test_a_different_seed_gives_different_jobs() -> None:
 def test_jobs_are_sorted_named_per_queue_and_inside_the_horizon() -> None:
     jobs = _jobs()
     assert jobs == sorted(jobs, key=lambda j: (j.submit_s, j.name))
-    assert all(0 <= j.submit_s < 14 * DAY for j in jobs)
+    assert all(-DAY <= j.submit_s < 14 * DAY for j in jobs)
     assert all(j.submit_s == int(j.submit_s) for j in jobs)
     for queue in {j.queue for j in jobs}:
         names = [j.name for j in jobs if j.queue == queue]
@@ -112,10 +112,20 @@ def test_restart_job_follows_the_scenarios_share() -> None:
         assert sum(j.restart_job for j in jobs) / len(jobs) == pytest.approx(share, abs=0.03)
 
 
+def test_the_warm_up_submits_before_the_window() -> None:
+    """Arrivals start ``warmup_h`` before time 0, the measured window's start."""
+    jobs = _jobs()
+    assert default_scenario().warmup_h == 24
+    assert min(j.submit_s for j in jobs) < -20 * 3600
+    assert sum(1 for j in jobs if j.submit_s < 0) > 50
+    cold = _jobs(0, default_scenario().model_copy(update={"warmup_h": 0.0}))
+    assert all(0 <= j.submit_s < 14 * DAY for j in cold)
+
+
 def test_poisson_arrivals_match_jobs_per_day() -> None:
     jobs = _jobs(5, _long())
     shared = sum(1 for j in jobs if j.queue == "shared")
-    assert shared / 200 == pytest.approx(64, rel=0.05)
+    assert shared / 201 == pytest.approx(DEFAULT_WORKLOAD[3].jobs_per_day, rel=0.05)
 
 
 def test_bursts_arrive_every_12_to_24_hours_as_batches() -> None:
@@ -127,13 +137,13 @@ def test_bursts_arrive_every_12_to_24_hours_as_batches() -> None:
             starts.append(job.submit_s)
     gaps = [(b - a) / 3600 for a, b in itertools.pairwise(starts)]
     assert all(12 - 0.25 <= gap <= 24 + 0.25 for gap in gaps), gaps
-    assert len(jobs) / len(starts) == pytest.approx(9, abs=0.5)
+    assert len(jobs) / len(starts) == pytest.approx(DEFAULT_WORKLOAD[1].burst_size, abs=0.5)
 
 
 def test_the_realised_load_matches_the_documented_expectation() -> None:
-    """Over 200 days the drawn GPU-hours are within 5 % of the documented mean."""
+    """Over 200 days (and the day of warm-up) the drawn GPU-hours are within 5 % of the mean."""
     jobs = _jobs(9, _long())
-    drawn = sum(j.gpus * j.duration_s for j in jobs) / 3600 / 200
+    drawn = sum(j.gpus * j.duration_s for j in jobs) / 3600 / 201
     expected = sum(expected_gpu_hours_per_day(m) for m in DEFAULT_WORKLOAD)
     assert drawn == pytest.approx(expected, rel=0.05)
 
@@ -210,3 +220,36 @@ def test_a_queue_without_a_mix_gets_the_rules_of_its_kind(
 def test_a_queue_with_a_mix_gets_that_mixs_kind_and_rules() -> None:
     mix = WorkloadMix(queue="shared", kind="production", jobs_per_day=1, priority=7)
     assert rules_for_queue("shared", (mix,)) == (JobKind.PRODUCTION, mix)
+
+
+def test_a_seconds_long_production_job_still_gets_minutes_of_slack() -> None:
+    """A budget never leaves less than ``sla_min_slack_min`` beyond the duration."""
+    job = assign_missing(
+        name="j",
+        queue="production-core",
+        kind=JobKind.PRODUCTION,
+        submit_s=0.0,
+        pods=1,
+        gpus_per_pod=4,
+        duration_s=42.0,
+        rules=DEFAULT_WORKLOAD[0],
+        restart_job_share=0.5,
+        rng=random.Random(0),
+    )
+    assert DEFAULT_WORKLOAD[0].sla_min_slack_min == 15
+    assert job.sla_s == 42.0 + 15 * 60
+    no_floor = DEFAULT_WORKLOAD[0].model_copy(update={"sla_min_slack_min": 0.0})
+    bare = assign_missing(
+        name="j",
+        queue="production-core",
+        kind=JobKind.PRODUCTION,
+        submit_s=0.0,
+        pods=1,
+        gpus_per_pod=4,
+        duration_s=42.0,
+        rules=no_floor,
+        restart_job_share=0.5,
+        rng=random.Random(0),
+    )
+    assert bare.sla_s is not None
+    assert 1.5 * 42 <= bare.sla_s <= 3 * 42
