@@ -37,7 +37,10 @@ def simulate_command(
     ] = None,
     nodes: Annotated[int | None, typer.Option(min=1, help="Nodes in the cluster.")] = None,
     gpus_per_node: Annotated[int | None, typer.Option(min=1, help="GPUs per node.")] = None,
-    days: Annotated[float | None, typer.Option(min=0.01, help="Simulated days.")] = None,
+    days: Annotated[
+        float | None,
+        typer.Option(min=0.01, help="Measured days (the scenario's warmup_h is played before)."),
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed of the workload and tie-breaks.")] = None,
     trace: Annotated[
         Path | None, typer.Option(help="CSV trace: job_id,submit_s,duration_s,num_gpus,queue.")

@@ -485,16 +485,16 @@ class Simulation:
         largest, total = self._free_bounds()
         rooms: dict[str, float] = {}
         # Per queue, the highest priority still waiting; and the highest of those that
-        # wait for GPUs rather than for their queue's capability (see _ahead_of).
+        # may reclaim the GPUs they wait for from other queues (see _ahead_of).
         top_in_queue: dict[str, int] = {}
-        top_for_gpus: int | None = None
+        top_reclaiming: int | None = None
         for job in order:
             spec = job.spec
             if job.phase is Phase.SUSPENDED and not may_resume(
                 spec.priority,
                 self.now,
                 job.resume_not_before,
-                self._ahead_of(job, top_in_queue, top_for_gpus),
+                self._ahead_of(job, top_in_queue, top_reclaiming),
             ):
                 continue
             need = max(0, spec.min_available - len(job.placed())) * spec.gpus_per_pod
@@ -513,9 +513,14 @@ class Simulation:
                 top_in_queue[spec.queue] = max(
                     top_in_queue.get(spec.queue, spec.priority), spec.priority
                 )
-                if not capped:
-                    top_for_gpus = (
-                        spec.priority if top_for_gpus is None else max(top_for_gpus, spec.priority)
+                within_guarantee = self.queue_used[spec.queue] + need <= self.tree.guarantee(
+                    spec.queue
+                )
+                if not capped and within_guarantee:
+                    top_reclaiming = (
+                        spec.priority
+                        if top_reclaiming is None
+                        else max(top_reclaiming, spec.priority)
                     )
 
     def _free_bounds(self) -> tuple[int, int]:
@@ -526,24 +531,28 @@ class Simulation:
         return max(free, default=0), sum(max(0, f) for f in free)
 
     def _ahead_of(
-        self, suspended: SimJob, top_in_queue: dict[str, int], top_for_gpus: int | None
+        self, suspended: SimJob, top_in_queue: dict[str, int], top_reclaiming: int | None
     ) -> list[int]:
-        """Priorities of the waiting jobs a resume of ``suspended`` would take GPUs from.
+        """Priorities of the waiting jobs that a resume of ``suspended`` would stand in front of.
 
         ``may_resume`` keeps a suspended job from backfilling in front of a
-        heavier job of its own queue or of one that may reclaim from it (it
-        would only be evicted again). A job that waits for its own queue's
-        capability is not waiting for GPUs: a resume elsewhere takes nothing
-        from it, so it holds back only resumes in its own queue (which would
-        use up the capability it waits for). Holding every resume back for it
-        left GPUs idle while it waited. Only the highest such priority matters.
+        heavier job of its own queue, or of a queue that may reclaim from it:
+        it would only be evicted again. A job of another queue may reclaim only
+        when its queue is reclaimable from and the job's queue stays within its
+        guarantee with the job placed (Volcano's proportion plugin and the
+        planner's queue rules agree), and not while it waits for its own
+        queue's capability, which no GPU elsewhere lifts. Counting every
+        waiting job instead kept suspended jobs from resuming for as long as
+        any heavier queue had a backlog, whose jobs would never evict them,
+        while the GPUs stayed idle (or went to newly submitted jobs, which
+        this rule does not hold back). Only the highest such priority matters.
         """
         ahead = []
         mine = top_in_queue.get(suspended.spec.queue)
         if mine is not None:
             ahead.append(mine)
-        if top_for_gpus is not None and self.tree.queues[suspended.spec.queue].reclaimable:
-            ahead.append(top_for_gpus)
+        if top_reclaiming is not None and self.tree.queues[suspended.spec.queue].reclaimable:
+            ahead.append(top_reclaiming)
         return ahead
 
     def _nominated(self, job: SimJob) -> dict[int, int] | None:

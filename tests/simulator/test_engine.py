@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -214,3 +215,61 @@ def test_a_job_waiting_for_its_queues_capability_does_not_hold_a_resume_back() -
     assert gang.evictions, "the gang yielded to production"
     assert gang.started_at is not None
     assert 1.5 * HOUR <= gang.started_at <= 1.5 * HOUR + 2 * 60
+
+
+def test_a_backlog_that_may_not_reclaim_does_not_hold_a_resume_back() -> None:
+    """Regression: a heavier job waiting in a queue above its guarantee (it may not reclaim,
+    so it would never evict the resumed job) kept suspended jobs from resuming on idle GPUs.
+
+    Node 0 holds "lab" (research, 4 GPUs) and "mate" (shared, 4); node 1 holds "pinned"
+    (shared, not preemptable). "ft" takes node 0 for an hour: "lab" and "mate" yield. "big"
+    (shared, two whole nodes) then waits behind "pinned", and shared is above its guarantee
+    of 0, so it may not reclaim. When "ft" finishes node 0 is free: both yielded jobs
+    resume, the research job too, although "big" outranks it.
+    """
+    scenario = Scenario(
+        nodes=2,
+        gpus_per_node=8,
+        days=3 / 24,
+        queues=(
+            Queue(
+                name="prod",
+                guarantee=GpuAmount(gpu=8),
+                capability=GpuLimit(gpu=16),
+                reclaimable=False,
+            ),
+            Queue(name="shared", guarantee=GpuAmount(gpu=0), reclaimable=True),
+            Queue(name="research", guarantee=GpuAmount(gpu=0), reclaimable=True),
+        ),
+        policy=Policy(cooldown_s=0),
+    )
+
+    def job(name: str, queue: str, gpus: int, *, pods: int = 1, **changes: object) -> JobSpec:
+        kind = JobKind.SHARED if queue == "shared" else JobKind.RESEARCH
+        spec = JobSpec(
+            name=name,
+            queue=queue,
+            kind=kind,
+            submit_s=0.0,
+            pods=pods,
+            gpus_per_pod=gpus,
+            min_available=pods,
+            duration_s=10 * HOUR,
+            checkpoint_interval_s=HOUR,
+            priority=500 if queue == "shared" else 100,
+        )
+        return replace(spec, **changes)  # type: ignore[arg-type]
+
+    jobs = [
+        job("lab", "research", 4),
+        job("mate", "shared", 4),
+        job("pinned", "shared", 8, preemptable=False),
+        production("ft", submit_s=0.5 * HOUR, duration_h=1.0),
+        job("big", "shared", 8, pods=2, submit_s=1.0 * HOUR),
+    ]
+    sim = _simulate(scenario, jobs, "gpuyield")
+    lab = sim.jobs["lab"]
+    assert lab.evictions, "the research job yielded to production"
+    assert sim.jobs["big"].first_started_at is None
+    assert lab.started_at is not None
+    assert 1.5 * HOUR <= lab.started_at <= 1.5 * HOUR + 2 * 60
