@@ -18,8 +18,8 @@ import typer
 from aiokafka.errors import KafkaError
 
 from gpuyield.cli_io import fail
+from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedServiceError
-from gpuyield.streams.settings import SettingsError, load_settings
 from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
 
 
@@ -30,10 +30,7 @@ def broker_command(
     ] = None,
 ) -> None:
     """Run the embedded Tansu broker with the controller's topics until Ctrl-C or SIGTERM."""
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        fail(str(exc))
+    settings = settings_or_fail()
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -42,8 +42,9 @@ from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
+from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.kafka_client import aiokafka_kwargs
-from gpuyield.streams.settings import Settings, SettingsError, load_settings
+from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
 from gpuyield.worker_command import read_endpoints
 
@@ -102,10 +103,7 @@ def node_agent_command(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
 ) -> None:
     """Carry out yield and resume commands for one node: signal, checkpoint, release, ack."""
-    try:
-        settings = load_settings(config)
-    except SettingsError as exc:
-        fail(str(exc))
+    settings = settings_or_fail(config)
     endpoints = read_endpoints(settings)
     if endpoints is None:
         fail(
@@ -114,9 +112,7 @@ def node_agent_command(
         )
     if signaller is SignallerKind.HOSTPID and not proc_root.is_dir():
         fail(f"--proc-root {proc_root}: not a directory")
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(loglevel)
     kafka = aiokafka_kwargs(settings, endpoints.kafka_bootstrap)
     agent_config = NodeAgentConfig(
         node=node,

@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuyield.cli_io import fail
+from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.live_view_store import read_view
-from gpuyield.streams.settings import SettingsError, load_settings
 from gpuyield.worker_command import read_endpoints
 
 STALE_AFTER_S = 30.0
@@ -43,10 +43,7 @@ def status_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the view as JSON.")] = False,
 ) -> None:
     """Show jobs with their weights and cooldowns, pending demand, and yields in flight."""
-    try:
-        settings = load_settings(config)
-    except SettingsError as exc:
-        fail(str(exc))
+    settings = settings_or_fail(config)
     endpoints = read_endpoints(settings)
     url = settings.redis_url or (endpoints.redis_url if endpoints else None)
     if url is None:

@@ -10,8 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from gpuyield.cli_io import fail
-from gpuyield.streams.settings import SettingsError, load_settings
+from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.topics import DAY_MS, HOUR_MS, TopicSpec, registry
 
 
@@ -59,10 +58,7 @@ def topics_command(
     ] = False,
 ) -> None:
     """List the controller's topics: key, schema, partitions, cleanup and retention."""
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        fail(str(exc))
+    settings = settings_or_fail()
     specs = registry(settings.topic_partitions)
     if as_json:
         sys.stdout.write(json.dumps([spec.describe() for spec in specs], indent=2) + "\n")

@@ -25,10 +25,10 @@ from kubernetes.config.config_exception import ConfigException
 from gpuyield.cli_io import fail
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
+from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
-from gpuyield.streams.settings import SettingsError, load_settings
 from gpuyield.streams.topics import KUBE_EVENTS
 from gpuyield.worker_command import read_endpoints
 
@@ -51,13 +51,8 @@ def watch_command(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
 ) -> None:
     """Watch nodes, pods and Volcano objects; publish every change to Kafka."""
-    try:
-        settings = load_settings(config)
-    except SettingsError as exc:
-        fail(str(exc))
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = settings_or_fail(config)
+    configure_logging(loglevel)
     endpoints = read_endpoints(settings)
     bootstrap = settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
     if not bootstrap:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,10 +25,11 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.cli_io import fail
 from gpuyield.schemas import Policy
+from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
-from gpuyield.streams.settings import Settings, SettingsError, load_settings
+from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
 
 ENDPOINTS_FILE = "endpoints.json"
@@ -103,13 +103,8 @@ def worker_command(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
 ) -> None:
     """Run the controller: progress tables, the livelock guard and the eviction decider."""
-    try:
-        settings = load_settings(config)
-    except SettingsError as exc:
-        fail(str(exc))
-    logging.basicConfig(
-        level=loglevel.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    settings = settings_or_fail(config)
+    configure_logging(loglevel)
     try:
         with services(settings) as endpoints:
             prefix = settings.topic_prefix
