@@ -196,6 +196,33 @@ class Decision(WireModel):
     skipped: str = Field("", description="Why no command was issued although the plan evicts.")
 
 
+class ReservationState(StrEnum):
+    """Whether GPUs are held for a preemptor, or no longer."""
+
+    HELD = "held"
+    RELEASED = "released"
+
+
+class Reservation(WireModel):
+    """GPUs held for one preemptor until it is placed, or until ``until``.
+
+    The decider emits ``held`` when it issues the yields that free the GPUs
+    (before any command goes out) and ``released`` when the preemptor is
+    placed, the hold expires, or the job is gone. Enforcers (the Kubernetes
+    taint reconciler, the demo's simulated Volcano) make the scheduler honour
+    it; ``nodes`` maps each node to the GPUs held there. Keyed by the job.
+    """
+
+    v: Literal[1] = 1
+    job: str = NonEmpty
+    state: ReservationState
+    nodes: dict[str, int] = Field(default_factory=dict)
+    until: float
+    decision_id: str = ""
+    reason: str = ""
+    at: float
+
+
 class AlertKind(StrEnum):
     """What subscribers can alert on."""
 

@@ -26,6 +26,7 @@ from gpuyield.schemas.messages import (
     Heartbeat,
     JobProgress,
     KubeEvent,
+    Reservation,
     Tick,
     YieldAck,
     YieldCommand,
@@ -42,6 +43,7 @@ ALERTS = "gpuyield.alerts"
 DEAD_LETTERS = "gpuyield.dead-letters"
 JOB_PROGRESS = "gpuyield.job-progress"
 TICKS = "gpuyield.ticks"
+RESERVATIONS = "gpuyield.reservations"
 
 DEFAULT_PARTITIONS = 8
 HOUR_MS = 60 * 60 * 1000
@@ -188,6 +190,18 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             why=(
                 "Internal: the progress agents forward each job's summary to the decider, a few "
                 "per job per minute; compacted, since only a job's latest summary matters."
+            ),
+        ),
+        TopicSpec(
+            RESERVATIONS,
+            key="the preemptor (namespace/name)",
+            value_type=Reservation,
+            partitions=1,
+            cleanup_policy="delete",
+            retention_ms=30 * DAY_MS,
+            why=(
+                "GPUs held for a preemptor and their release, in decision order: what the "
+                "enforcers (node taints, the demo's cluster) apply and audits read."
             ),
         ),
         TopicSpec(

@@ -69,6 +69,8 @@ from gpuyield.schemas.messages import (
     KubeEvent,
     KubeEventType,
     KubeKind,
+    Reservation,
+    ReservationState,
     Tick,
     YieldAck,
     YieldCommand,
@@ -91,6 +93,10 @@ class Outcome:
     decisions: tuple[Decision, ...] = ()
     commands: tuple[YieldCommand, ...] = ()
     alerts: tuple[Alert, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+    """Holds taken and released in this step; the worker enforces and publishes
+    them before it publishes the commands, so a hold is in place before the
+    GPUs it protects are freed."""
 
 
 def derive_id(*parts: str) -> str:
@@ -120,6 +126,7 @@ class _Step:
         self.decisions: list[Decision] = []
         self.commands: list[YieldCommand] = []
         self.alerts: list[Alert] = []
+        self.reservations: list[Reservation] = []
         self.now = 0.0
 
     # -- records -----------------------------------------------------------
@@ -179,6 +186,24 @@ class _Step:
                 "decided_at": flight.decided_at if flight else None,
                 "last_round": last,
             },
+        )
+
+    def release(self, job: str, reason: str) -> None:
+        """End ``job``'s hold on its GPUs, if it has one, and say so to the enforcers."""
+        held = self.view.get(RESERVATION + job)
+        if held is None:
+            return
+        self.put(RESERVATION + job, None)
+        self.reservations.append(
+            Reservation(
+                job=job,
+                state=ReservationState.RELEASED,
+                nodes=dict(held["nodes"]),
+                until=held["until"],
+                decision_id=held.get("decision", ""),
+                reason=reason,
+                at=self.now,
+            )
         )
 
     # -- alerts ------------------------------------------------------------
@@ -249,7 +274,13 @@ def step(
             f"cannot build a valid snapshot: {explain_validation_error(exc)}",
             severity="critical",
         )
-    return Outcome(s.writes, tuple(s.decisions), tuple(s.commands), tuple(s.alerts))
+    return Outcome(
+        s.writes,
+        tuple(s.decisions),
+        tuple(s.commands),
+        tuple(s.alerts),
+        tuple(s.reservations),
+    )
 
 
 # -- 1. inputs -------------------------------------------------------------
@@ -297,7 +328,7 @@ def _job_placed(s: _Step, job: str) -> None:
     """Volcano placed ``job``: its demand is settled and its nomination released."""
     if DEMAND + job in s.view:
         s.save_ledger(job, s.ledger(job).settled(job))
-    s.put(RESERVATION + job, None)
+    s.release(job, "placed by Volcano")
     if SUSPENDED + job in s.view:
         s.put(SUSPENDED + job, None)
     if s.view.get(EVICTIONS + job):
@@ -428,7 +459,7 @@ def _housekeeping(s: _Step) -> None:
             _pods_left(s, key[len(LEAVING) :])
     for key, reservation in list(s.view.with_prefix(RESERVATION)):
         if reservation["until"] <= s.now:
-            s.put(key, None)
+            s.release(key[len(RESERVATION) :], "expired before the job was placed")
 
 
 # -- 3. decisions ----------------------------------------------------------
@@ -488,9 +519,18 @@ def _nominate(s: _Step, job: str, snapshot: Snapshot, result: Plan, decision_id:
     nominated: dict[str, int] = {}
     for pod, node in result.placement.items():
         nominated[node] = nominated.get(node, 0) + gpus_of.get(pod, 0)
-    s.put(
-        RESERVATION + job,
-        {"nodes": nominated, "until": s.now + s.config.reservation_s, "decision": decision_id},
+    until = s.now + s.config.reservation_s
+    s.put(RESERVATION + job, {"nodes": nominated, "until": until, "decision": decision_id})
+    s.reservations.append(
+        Reservation(
+            job=job,
+            state=ReservationState.HELD,
+            nodes=nominated,
+            until=until,
+            decision_id=decision_id,
+            reason="GPUs freed for this job are held until Volcano places it",
+            at=s.now,
+        )
     )
 
 

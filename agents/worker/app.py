@@ -59,6 +59,7 @@ from gpuyield.streams.topics import (
     HEARTBEATS,
     JOB_PROGRESS,
     KUBE_EVENTS,
+    RESERVATIONS,
     TICKS,
     YIELD_ACKS,
     YIELD_COMMANDS,
@@ -156,6 +157,7 @@ def build_app(
     decisions = topic(DECISIONS)
     commands = topic(YIELD_COMMANDS)
     alerts = topic(ALERTS)
+    reservations = topic(RESERVATIONS)
     dead_letters = topic(DEAD_LETTERS)
 
     # use_partitioner: a batch mixes partitions, so a record's changelog
@@ -274,6 +276,9 @@ def build_app(
                         del decider_table[raw_key]
                 else:
                     decider_table[raw_key] = value
+            # Holds first: an enforcer applies a hold before the yields free its GPUs.
+            for held in outcome.reservations:
+                await reservations.send(key=held.job.encode(), value=encode(held))
             for decision in outcome.decisions:
                 await decisions.send(key=decision.demand.encode(), value=encode(decision))
             for command in outcome.commands:

@@ -9,7 +9,14 @@ from cluster_objects import T0, event, node, pod, pod_group, queue
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
-from gpuyield.schemas.messages import Alert, Decision, KubeEventType, Tick, YieldCommand
+from gpuyield.schemas.messages import (
+    Alert,
+    Decision,
+    KubeEventType,
+    Reservation,
+    Tick,
+    YieldCommand,
+)
 
 
 @dataclass
@@ -19,6 +26,7 @@ class Controller:
     decisions: list[Decision] = field(default_factory=list)
     commands: list[YieldCommand] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
     offset: int = 0
 
     def feed(self, message: Input, origin: str | None = None) -> Outcome:
@@ -32,6 +40,7 @@ class Controller:
         self.decisions += outcome.decisions
         self.commands += outcome.commands
         self.alerts += outcome.alerts
+        self.reservations += outcome.reservations
         return outcome
 
     def add(self, obj: dict[str, Any], at: float) -> Outcome:
@@ -70,7 +79,14 @@ def production_demand(
     c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW
 ) -> None:
     """A production fine-tune Volcano could not place."""
-    c.add(
+    production_demand_outcome(c, name, pods, at)
+
+
+def production_demand_outcome(
+    c: Controller, name: str = "ft-llama", pods: int = 1, at: float = NOW
+) -> Outcome:
+    """``production_demand``, returning the outcome of the message that completed it."""
+    outcome = c.add(
         pod_group(
             name,
             namespace="prod",
@@ -82,4 +98,5 @@ def production_demand(
         at,
     )
     for k in range(pods):
-        c.add(pod(name, k, namespace="prod", priority=1000), at)
+        outcome = c.add(pod(name, k, namespace="prod", priority=1000), at)
+    return outcome

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import pytest
 from cluster_objects import T0, node, pod, pod_group, queue
-from harness import NOW, Controller, production_demand, shared_pool
+from harness import NOW, Controller, production_demand, production_demand_outcome, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import InputRejected
 from gpuyield.agents.planner import plan
 from gpuyield.schemas import Policy
-from gpuyield.schemas.messages import CommandAction, JobProgress, YieldAck, YieldOutcome
+from gpuyield.schemas.messages import (
+    CommandAction,
+    JobProgress,
+    ReservationState,
+    YieldAck,
+    YieldOutcome,
+)
 
 
 def ack(c: Controller, command_index: int, at: float, outcome: YieldOutcome) -> None:
@@ -108,6 +114,34 @@ def test_a_placed_preemptor_settles_its_demand_and_releases_its_nomination() -> 
     production_demand(c)
     c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 60)
     assert not any(k.startswith(("demand/", "reservation/")) for k in c.records)
+
+
+def test_a_decision_holds_the_freed_gpus_before_any_command_goes_out() -> None:
+    c = shared_pool()
+    outcome = production_demand_outcome(c)
+    (held,) = outcome.reservations
+    assert held.state is ReservationState.HELD
+    assert held.job == "prod/ft-llama"
+    assert held.nodes == c.records["reservation/prod/ft-llama"]["nodes"]
+    assert held.until == NOW + c.config.reservation_s
+
+
+def test_placing_the_preemptor_releases_its_hold() -> None:
+    c = shared_pool()
+    production_demand(c)
+    outcome = c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 60)
+    (released,) = outcome.reservations
+    assert released.state is ReservationState.RELEASED
+    assert released.reason == "placed by Volcano"
+
+
+def test_a_hold_expires_with_a_release_when_the_preemptor_is_never_placed() -> None:
+    c = shared_pool()
+    production_demand(c)
+    outcome = c.tick(NOW + c.config.reservation_s + 1)
+    released = outcome.reservations[0]
+    assert (released.job, released.state) == ("prod/ft-llama", ReservationState.RELEASED)
+    assert released.reason == "expired before the job was placed"
 
 
 def test_an_acknowledged_whole_job_yield_suspends_the_victim() -> None:

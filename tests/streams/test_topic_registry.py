@@ -15,6 +15,7 @@ from gpuyield.schemas.messages import (
     Heartbeat,
     JobProgress,
     KubeEvent,
+    Reservation,
     Tick,
     YieldAck,
     YieldCommand,
@@ -28,6 +29,7 @@ from gpuyield.streams.topics import (
     HOUR_MS,
     JOB_PROGRESS,
     KUBE_EVENTS,
+    RESERVATIONS,
     TICKS,
     YIELD_ACKS,
     YIELD_COMMANDS,
@@ -46,6 +48,7 @@ EXPECTED = {  # name: (schema, partitions, retention)
     YIELD_ACKS: (YieldAck, 1, 7 * DAY_MS),
     ALERTS: (Alert, 1, 30 * DAY_MS),
     DEAD_LETTERS: (DeadLetter, 1, 30 * DAY_MS),
+    RESERVATIONS: (Reservation, 1, 30 * DAY_MS),
 }
 
 
