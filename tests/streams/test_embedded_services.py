@@ -215,3 +215,59 @@ def test_the_broker_stops_when_its_owner_is_killed_outright(tmp_path: Path) -> N
         time.sleep(0.1)
     os.kill(broker_pid, 9)
     pytest.fail("the broker outlived its SIGKILLed owner")
+
+
+def _started_by_an_owner_then_killed(start_code: str) -> int:
+    """The pid of a server a child process started before it was SIGKILLed."""
+    owner = subprocess.Popen(
+        [sys.executable, "-c", f"import sys, time; {start_code}; time.sleep(120)"],
+        stdout=subprocess.PIPE,
+    )
+    assert owner.stdout is not None
+    with owner.stdout:
+        pid = int(owner.stdout.readline())
+    owner.kill()
+    owner.wait(10)
+    return pid
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_embedded_redis_stops_when_its_owner_is_killed_outright(tmp_path: Path) -> None:
+    pid = _started_by_an_owner_then_killed(
+        "from pathlib import Path; from gpuyield.streams.embedded import EmbeddedRedis; "
+        f"r = EmbeddedRedis(Path({str(tmp_path / 'valkey')!r})).start(); "
+        "print(r.pid, flush=True)"
+    )
+    if not wait_for(lambda: process_gone(pid), timeout_s=20):
+        os.kill(pid, 9)
+        pytest.fail("the embedded Redis outlived its SIGKILLed owner")
+
+
+def test_a_second_embedded_redis_on_one_data_directory_is_refused(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "valkey") as first:
+        with pytest.raises(EmbeddedServiceError, match=f"owner pid {os.getpid()}"):
+            EmbeddedRedis(tmp_path / "valkey").start()
+        client = redis.Redis.from_url(first.url)
+        try:
+            assert client.ping(), "the refused start left the running server alone"
+        finally:
+            client.close()
+
+
+def test_the_data_directory_is_free_again_once_its_redis_stopped(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "valkey"):
+        pass
+    with EmbeddedRedis(tmp_path / "valkey") as again:
+        assert again.is_running()
+
+
+def test_the_broker_restarts_on_its_port_while_old_connections_linger(tmp_path: Path) -> None:
+    with EmbeddedBroker() as broker:
+        port = broker.port
+        # The broker closes this connection first when it stops: its side
+        # of the socket then waits in TIME-WAIT on the broker's port.
+        client = socket.create_connection(("127.0.0.1", port), timeout=2)
+    client.close()
+    with EmbeddedBroker(port=port) as again:
+        assert again.port == port
+        assert accepts(port)
