@@ -246,13 +246,24 @@ class Alert(WireModel):
 
 
 class DeadLetter(WireModel):
-    """A message no agent could read, kept with why and where it came from."""
+    """A message no agent could read, kept with why and where it came from.
+
+    A dead letter must always fit the producer's request limit (1 MiB by
+    default in Kafka and Tansu), or the bad message would be lost with it and
+    the agent that tried to send it would stop on it. So the original bytes
+    are kept whole when they fit (``truncated`` false) and otherwise as a
+    bounded prefix, with the original size and SHA-256 so the message can
+    still be identified in the source topic (at ``offset``) and checked.
+    """
 
     v: Literal[1] = 1
-    reason: str
+    reason: str = Field(max_length=8192)
     source_topic: str
     partition: int
     offset: int
-    key: str | None = Field(None, description="The original key, base64.")
-    value: str = Field(description="The original bytes, base64.")
+    key: str | None = Field(None, description="The original key, base64 (a prefix if truncated).")
+    value: str = Field(description="The original bytes, base64 (a prefix if truncated).")
     received_at: float
+    truncated: bool = Field(False, description="True when key or value holds only a prefix.")
+    value_size: int | None = Field(None, ge=0, description="The original value's size in bytes.")
+    value_sha256: str | None = Field(None, description="The original value's SHA-256, hex.")

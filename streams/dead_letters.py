@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import logging
 from typing import Any, Protocol, TypeVar
 
@@ -47,6 +48,15 @@ class Producer(Protocol):
     ) -> Any: ...
 
 
+MAX_KEPT_BYTES = 256 * 1024
+"""Original bytes kept whole up to this size (key and value together); base64
+makes them 4/3 larger, so a dead letter stays far below Kafka's 1 MiB default
+``max.request.size`` (and the broker's ``message.max.bytes``)."""
+
+MAX_REASON_CHARS = 4096
+"""A reason longer than this is cut: validation errors can quote the input."""
+
+
 def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode("ascii")
 
@@ -60,20 +70,46 @@ def dead_letter(
     value: bytes | None,
     now: float,
 ) -> DeadLetter:
-    """The record of one unreadable message; a null value (a tombstone) is recorded as empty."""
+    """The record of one unreadable message; a null value (a tombstone) is recorded as empty.
+
+    Whatever the message's size, the letter fits a producer request: bytes
+    beyond ``MAX_KEPT_BYTES`` are left out and the letter says so, with the
+    value's size and SHA-256 (the whole message is still at its offset in the
+    source topic for as long as that topic keeps it).
+    """
+    raw = value or b""
+    raw_key = key or b""
+    truncated = len(raw) + len(raw_key) > MAX_KEPT_BYTES
+    if truncated:
+        raw_key = raw_key[: MAX_KEPT_BYTES // 4]
+        raw = raw[: MAX_KEPT_BYTES - len(raw_key)]
+    if len(reason) > MAX_REASON_CHARS:
+        reason = reason[: MAX_REASON_CHARS - 14] + " [reason cut]"
     return DeadLetter(
         reason=reason,
         source_topic=topic,
         partition=partition,
         offset=offset,
-        key=None if key is None else _b64(key),
-        value=_b64(value or b""),
+        key=None if key is None else _b64(raw_key),
+        value=_b64(raw),
         received_at=now,
+        truncated=truncated,
+        value_size=len(value or b""),
+        value_sha256=hashlib.sha256(value or b"").hexdigest(),
     )
 
 
 def original_bytes(letter: DeadLetter) -> tuple[bytes | None, bytes]:
-    """The original key and value of a dead letter, byte for byte (for replays)."""
+    """The original key and value of a dead letter, byte for byte (for replays).
+
+    A truncated letter has only a prefix: asking it for the original bytes is
+    an error that says where the whole message is.
+    """
+    if letter.truncated:
+        raise ValueError(
+            f"dead letter keeps only a prefix of a {letter.value_size}-byte message; the whole "
+            f"message is at {letter.source_topic}[{letter.partition}]@{letter.offset}"
+        )
     try:
         key = None if letter.key is None else base64.b64decode(letter.key, validate=True)
         return key, base64.b64decode(letter.value, validate=True)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 from dataclasses import dataclass
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import TopicPartition
 from hypothesis import given
@@ -111,3 +113,40 @@ async def test_a_dead_letter_reaches_its_topic_intact(
     assert stored.key == source.encode()
     assert decode(DeadLetter, stored.value) == letter
     assert original_bytes(decode(DeadLetter, stored.value)) == (b"ml/train", garbage)
+
+
+def test_a_message_too_large_to_keep_whole_leaves_a_prefix_with_its_size_and_digest() -> None:
+    huge = b"{" + b"x" * (2 * 1024 * 1024)
+    letter = dead_letter("not JSON", "gpuyield.heartbeats", 0, 9, b"ml/train", huge, NOW)
+    assert letter.truncated
+    assert letter.value_size == len(huge)
+    assert letter.value_sha256 == hashlib.sha256(huge).hexdigest()
+    assert huge.startswith(base64.b64decode(letter.value))
+
+
+def test_every_dead_letter_fits_a_default_kafka_request() -> None:
+    for size in (0, 750_000, 1_048_576, 20 * 1_048_576):
+        letter = dead_letter("r" * 100_000, "t", 0, 1, b"k" * size, b"v" * size, NOW)
+        assert len(encode(letter)) < 1_000_000, f"a {size}-byte message made a letter too large"
+
+
+def test_a_truncated_letter_refuses_to_pass_its_prefix_off_as_the_original() -> None:
+    letter = dead_letter("bad", "gpuyield.kube-events", 0, 4, None, b"z" * 600_000, NOW)
+    with pytest.raises(ValueError, match=r"gpuyield.kube-events\[0\]@4"):
+        original_bytes(letter)
+
+
+async def test_a_dead_letter_for_a_message_over_a_megabyte_reaches_its_topic(
+    kafka_bootstrap: str, fresh_topics: dict[str, TopicSpec]
+) -> None:
+    target = fresh_topics["gpuyield.dead-letters"].name
+    huge = b"\xff" * (1_200_000)
+    letter = decode_or_dead_letter(Heartbeat, Record("h", 0, 3, b"ml/train", huge), NOW)
+    assert isinstance(letter, DeadLetter)
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        sent = await publish_dead_letter(producer, letter, topic=target)
+    finally:
+        await producer.stop()
+    assert sent.offset >= 0
