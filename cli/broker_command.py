@@ -20,7 +20,7 @@ from aiokafka.errors import KafkaError
 from gpuyield.cli_io import fail
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedServiceError
-from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
+from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 
 
 def broker_command(
@@ -41,7 +41,11 @@ def broker_command(
     try:
         try:
             broker.start()
-            specs = registry(settings.topic_partitions)
+            # Every topic, the worker's changelogs included: a client that meets a
+            # missing topic makes Tansu create it with 4 partitions.
+            specs = registry(settings.topic_partitions, prefix=settings.topic_prefix) + changelogs(
+                settings.app_id, settings.topic_partitions
+            )
             asyncio.run(ensure_topics({"bootstrap_servers": broker.bootstrap}, specs, 1))
         except (EmbeddedServiceError, TopicCreationError, KafkaError, OSError) as exc:
             fail(_one_line(exc))

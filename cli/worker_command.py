@@ -30,7 +30,7 @@ from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedSer
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
-from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
+from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 
 ENDPOINTS_FILE = "endpoints.json"
 
@@ -108,7 +108,9 @@ def worker_command(
     try:
         with services(settings) as endpoints:
             prefix = settings.topic_prefix
-            specs = registry(settings.topic_partitions, prefix=prefix)
+            specs = registry(settings.topic_partitions, prefix=prefix) + changelogs(
+                settings.app_id, settings.topic_partitions
+            )
             asyncio.run(
                 ensure_topics(
                     aiokafka_kwargs(settings, endpoints.kafka_bootstrap),

@@ -217,6 +217,43 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
     return tuple(replace(spec, name=prefix + spec.name) for spec in specs) if prefix else specs
 
 
+PROGRESS_TABLE = "progress"
+"""The progress agents' table: one record per job, partitioned like the heartbeats."""
+DECIDER_TABLE = "decider"
+"""The decider's table: one partition, like every topic the decider reads."""
+
+
+def changelogs(app_id: str, topic_partitions: int = DEFAULT_PARTITIONS) -> tuple[TopicSpec, ...]:
+    """The worker's table changelogs, named as faust names them (``<app id>-<table>-changelog``).
+
+    faust creates them itself when they are missing, but a producer that
+    writes to a topic Tansu does not have makes Tansu create it with its own
+    default of 4 partitions: after a broker restart that would split the
+    decider's one-partition changelog. Creating them with the other topics,
+    before any client starts, keeps their layout.
+    """
+    return (
+        TopicSpec(
+            f"{app_id}-{PROGRESS_TABLE}-changelog",
+            key="the job (namespace/name)",
+            value_type=JobProgress,
+            partitions=topic_partitions,
+            cleanup_policy="compact",
+            retention_ms=None,
+            why="The progress table's changelog: each job's last forwarded summary.",
+        ),
+        TopicSpec(
+            f"{app_id}-{DECIDER_TABLE}-changelog",
+            key="the record's key (node/..., pod/..., demand/..., ...)",
+            value_type=WireModel,
+            partitions=1,
+            cleanup_policy="compact",
+            retention_ms=None,
+            why="The decider table's changelog: a new owner recovers its records from it.",
+        ),
+    )
+
+
 class TopicCreationError(RuntimeError):
     """The broker refused to create a topic for another reason than that it exists."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,11 +16,12 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from aiokafka.admin import AIOKafkaAdminClient
 from typer.testing import CliRunner
 
 from gpuyield.cli import app
 from gpuyield.streams.embedded import free_port
-from gpuyield.streams.topics import registry
+from gpuyield.streams.topics import changelogs, registry
 
 GPUYIELD = Path(sys.executable).with_name("gpuyield")
 
@@ -161,3 +163,36 @@ def test_broker_on_a_taken_port_fails_in_one_line(clean_env: dict[str, str]) -> 
     assert result.returncode == 2
     assert result.stdout == ""
     assert result.stderr == f"gpuyield: cannot start the broker: port {port} is in use\n"
+
+
+async def _partitions(bootstrap: str, names: list[str]) -> dict[str, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        described = await admin.describe_topics(names)
+    finally:
+        await admin.close()
+    return {item["topic"]: len(item["partitions"]) for item in described if not item["error_code"]}
+
+
+def test_broker_creates_every_topic_the_worker_needs_changelogs_included(
+    clean_env: dict[str, str],
+) -> None:
+    process = subprocess.Popen(
+        [str(GPUYIELD), "broker"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**clean_env, "GPUYIELD_APP_ID": "audit-7", "GPUYIELD_TOPIC_PARTITIONS": "3"},
+    )
+    try:
+        first = read_line(process.stdout, timeout_s=30)
+        bootstrap = first.removeprefix("GPUYIELD_KAFKA_BOOTSTRAP=").strip()
+        wanted = {spec.name: spec.partitions for spec in registry(3) + changelogs("audit-7", 3)}
+        found = asyncio.run(_partitions(bootstrap, sorted(wanted)))
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        process.communicate(timeout=5)
+    assert found == wanted
+    assert found["audit-7-decider-changelog"] == 1
