@@ -10,7 +10,7 @@ exactly. Job names are ``namespace/name``: one Volcano Job, one PodGroup.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -19,6 +19,24 @@ from gpuyield.schemas.plan import Plan
 from gpuyield.schemas.snapshot import Snapshot
 
 NonEmpty = Field(min_length=1, max_length=512)
+
+MAX_UNIX_TIME = 4_102_444_800.0
+"""2100-01-01T00:00:00Z. A time past it (or before 1970) is a broken clock or a
+forged field, never a real event: such a message is refused with the field
+named, so one bad producer cannot push the decider's clock to infinity."""
+
+MAX_SAFE_INT = 2**53 - 1
+"""The largest integer every JSON reader keeps exactly (IEEE doubles)."""
+
+MAX_SECONDS = 10 * 365 * 86400.0
+"""Ten years: a bound on every duration a message carries (grace, time taken)."""
+
+MAX_GPUS = 1_000_000
+"""GPUs one command can name: far above any cluster, far below an overflow."""
+
+UnixTime = Annotated[float, Field(ge=0, le=MAX_UNIX_TIME)]
+Count = Annotated[int, Field(ge=0, le=MAX_SAFE_INT)]
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]
 
 
 class KubeEventType(StrEnum):
@@ -55,7 +73,7 @@ class KubeEvent(WireModel):
     name: str = NonEmpty
     resource_version: str = ""
     object: dict[str, Any]
-    observed_at: float
+    observed_at: UnixTime
 
     @property
     def key(self) -> str:
@@ -73,14 +91,14 @@ class Heartbeat(WireModel):
     v: Literal[1] = 1
     job: str = NonEmpty
     pod: str = NonEmpty
-    rank: int = Field(0, ge=0)
-    step: int = Field(ge=0)
-    total_steps: int | None = Field(None, ge=1)
+    rank: int = Field(0, ge=0, le=1_000_000)
+    step: Count
+    total_steps: int | None = Field(None, ge=1, le=MAX_SAFE_INT)
     progress: float = Field(ge=0, le=1)
-    last_checkpoint_step: int | None = Field(None, ge=0)
-    last_checkpoint_at: float | None = None
-    checkpoint_interval_s: float | None = Field(None, gt=0)
-    sent_at: float
+    last_checkpoint_step: Count | None = None
+    last_checkpoint_at: UnixTime | None = None
+    checkpoint_interval_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    sent_at: UnixTime
 
 
 class JobProgress(WireModel):
@@ -94,15 +112,15 @@ class JobProgress(WireModel):
 
     v: Literal[1] = 1
     job: str = NonEmpty
-    step: int = Field(ge=0)
+    step: Count
     progress: float = Field(ge=0, le=1)
-    step_rate: float = Field(0.0, ge=0, description="Steps per second, smoothed.")
-    last_checkpoint_step: int | None = Field(None, ge=0)
-    last_checkpoint_at: float | None = None
-    checkpoint_interval_s: float | None = Field(None, gt=0)
-    first_seen_at: float
-    updated_at: float
-    forwarded_at: float | None = None
+    step_rate: float = Field(0.0, ge=0, le=1e9, description="Steps per second, smoothed.")
+    last_checkpoint_step: Count | None = None
+    last_checkpoint_at: UnixTime | None = None
+    checkpoint_interval_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
+    first_seen_at: UnixTime
+    updated_at: UnixTime
+    forwarded_at: UnixTime | None = None
 
 
 class Tick(WireModel):
@@ -113,7 +131,7 @@ class Tick(WireModel):
     """
 
     v: Literal[1] = 1
-    at: float
+    at: UnixTime
 
 
 class CommandAction(StrEnum):
@@ -145,10 +163,10 @@ class YieldCommand(WireModel):
             "on its other pods and must not be suspended."
         ),
     )
-    gpus: int = Field(0, ge=0, description="GPUs the named pods hold (0: unknown).")
-    grace_s: float = Field(120.0, ge=0)
-    issued_at: float
-    deadline: float
+    gpus: int = Field(0, ge=0, le=MAX_GPUS, description="GPUs the named pods hold (0: unknown).")
+    grace_s: float = Field(120.0, ge=0, le=MAX_SECONDS)
+    issued_at: UnixTime
+    deadline: UnixTime
     reason: str = ""
 
 
@@ -171,11 +189,11 @@ class YieldAck(WireModel):
     node: str = NonEmpty
     job: str = NonEmpty
     outcome: YieldOutcome
-    checkpoint_step: int | None = Field(None, ge=0)
-    seconds_taken: float = Field(0.0, ge=0)
-    gpu_seconds_lost: float = Field(0.0, ge=0)
+    checkpoint_step: Count | None = None
+    seconds_taken: Seconds = 0.0
+    gpu_seconds_lost: float = Field(0.0, ge=0, le=MAX_GPUS * MAX_SECONDS)
     detail: str = ""
-    acked_at: float
+    acked_at: UnixTime
 
 
 class Decision(WireModel):
@@ -189,7 +207,7 @@ class Decision(WireModel):
     v: Literal[1] = 1
     decision_id: str = NonEmpty
     demand: str = NonEmpty
-    decided_at: float
+    decided_at: UnixTime
     snapshot: Snapshot
     plan: Plan
     commands: tuple[str, ...] = ()
@@ -217,10 +235,10 @@ class Reservation(WireModel):
     job: str = NonEmpty
     state: ReservationState
     nodes: dict[str, int] = Field(default_factory=dict)
-    until: float
+    until: UnixTime
     decision_id: str = ""
     reason: str = ""
-    at: float
+    at: UnixTime
 
 
 class AlertKind(StrEnum):
@@ -241,7 +259,7 @@ class Alert(WireModel):
     severity: Literal["info", "warning", "critical"] = "warning"
     job: str | None = None
     message: str
-    raised_at: float
+    raised_at: UnixTime
     details: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -259,11 +277,11 @@ class DeadLetter(WireModel):
     v: Literal[1] = 1
     reason: str = Field(max_length=8192)
     source_topic: str
-    partition: int
-    offset: int
+    partition: Count
+    offset: Count
     key: str | None = Field(None, description="The original key, base64 (a prefix if truncated).")
     value: str = Field(description="The original bytes, base64 (a prefix if truncated).")
-    received_at: float
+    received_at: UnixTime
     truncated: bool = Field(False, description="True when key or value holds only a prefix.")
     value_size: int | None = Field(None, ge=0, description="The original value's size in bytes.")
     value_sha256: str | None = Field(None, description="The original value's SHA-256, hex.")

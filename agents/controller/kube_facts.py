@@ -21,6 +21,7 @@ next to it (docs/design/0003-controller.md collects them):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -56,16 +57,37 @@ def parse_time(value: Any) -> float | None:
         raise FactError(f"not an RFC 3339 time: {value!r}") from None
 
 
+MAX_GPUS_PER_OBJECT = 256
+"""More GPUs than any node carries (8 on a DGX/HGX node, 72 in a whole NVL72
+rack): a node, pod or container claiming more is broken input, refused with
+the field named rather than folded into a plan (issue 11: a pod of 10,000
+one-GPU containers showed as 10,000 GPUs on an 8-GPU node)."""
+
+_DIGITS = re.compile(r"[0-9]{1,12}")
+
+
 def gpu_quantity(value: Any, where: str) -> int:
-    """A whole number of GPUs (extended resources admit no fractions or suffixes)."""
+    """A whole number of GPUs, written as the API serves it: plain decimal digits.
+
+    Extended resources admit no fractions, and the API server writes their
+    quantities in canonical form, so anything else (``"1_000"``, ``" 8"``,
+    ``"+8"``, ``"10^21"``, ``"1e3"``, a bool, a float) is refused instead of
+    being read by Python's lenient ``int()``.
+    """
     if value is None:
         return 0
-    try:
-        amount = int(str(value))
-    except ValueError:
-        raise FactError(f"{where}: {GPU} must be a whole number, got {value!r}") from None
+    if isinstance(value, int) and not isinstance(value, bool):
+        amount = value
+    elif isinstance(value, str) and _DIGITS.fullmatch(value):
+        amount = int(value)
+    else:
+        raise FactError(f"{where}: {GPU} must be a whole number, got {value!r}")
     if amount < 0:
         raise FactError(f"{where}: {GPU} must not be negative, got {amount}")
+    if amount > MAX_GPUS_PER_OBJECT:
+        raise FactError(
+            f"{where}: {GPU} {amount} is more than any node has (at most {MAX_GPUS_PER_OBJECT})"
+        )
     return amount
 
 
@@ -90,7 +112,14 @@ def pod_gpus(pod: Mapping[str, Any]) -> int:
         ),
         default=0,
     )
-    return max(main, init)
+    total = max(main, init)
+    if total > MAX_GPUS_PER_OBJECT:
+        containers = len(spec.get("containers") or ())
+        raise FactError(
+            f"pod {name}: {total} {GPU} over {containers} containers is more than any node has "
+            f"(at most {MAX_GPUS_PER_OBJECT})"
+        )
+    return total
 
 
 def _preemptable(meta: Mapping[str, Any]) -> bool:

@@ -106,3 +106,27 @@ def test_a_queue_without_limits_is_unlimited_and_reclaimable() -> None:
         "reclaimable": True,
         "parent": None,
     }
+
+
+@pytest.mark.parametrize("quantity", ["1_000", "10^21", " 8", "+8", "1e3", "8.0", True, 8.0])
+def test_a_gpu_quantity_not_in_canonical_form_is_rejected(quantity: object) -> None:
+    obj = pod("ft", 0)
+    obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = quantity
+    with pytest.raises(FactError, match=r"nvidia.com/gpu must be a whole number"):
+        pod_record(obj)
+
+
+def test_a_pod_whose_containers_add_up_to_more_gpus_than_any_node_is_rejected() -> None:
+    obj = pod("ft", 0)
+    one_gpu = obj["spec"]["containers"][0]
+    one_gpu["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    obj["spec"]["containers"] = [{**one_gpu, "name": f"c{i}"} for i in range(10_000)]
+    with pytest.raises(
+        FactError, match=r"pod ft-worker-0: 10000 nvidia.com/gpu over 10000 containers"
+    ):
+        pod_record(obj)
+
+
+def test_a_node_claiming_more_gpus_than_any_node_has_is_rejected() -> None:
+    with pytest.raises(FactError, match=r"node gpu-07: nvidia.com/gpu 100000 is more than"):
+        node_record(node("gpu-07", 100_000), **LABELS)

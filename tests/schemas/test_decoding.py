@@ -86,3 +86,22 @@ def test_a_kube_event_is_keyed_by_kind_namespace_and_name() -> None:
     cluster_scoped = event.model_copy(update={"kind": KubeKind.NODE, "namespace": None})
     assert event.key == "Pod/research/sweep-17-worker-0"
     assert cluster_scoped.key == "Node/sweep-17-worker-0"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sent_at", 1e308),  # a forged time: would push the decider's clock to infinity
+        ("sent_at", 4_200_000_000.0),  # past 2100: a broken clock
+        ("sent_at", -1.0),
+        ("last_checkpoint_at", 1e300),
+        ("step", 10**30),  # past every exact JSON integer
+        ("last_checkpoint_step", 2**53),
+        ("checkpoint_interval_s", 1e12),
+    ],
+)
+def test_a_number_no_real_trainer_sends_is_refused_with_its_field_named(
+    field: str, value: float
+) -> None:
+    doc = {**HEARTBEAT, field: value}
+    assert reason(Heartbeat, json.dumps(doc).encode()).startswith(f"Heartbeat: {field}:")
