@@ -112,3 +112,15 @@ def faust_app_kwargs(
         "topic_partitions": settings.topic_partitions,
         "topic_replication_factor": settings.topic_replication_factor,
     }
+
+
+def kafka_python_kwargs(
+    settings: Settings, bootstrap: str | Sequence[str] | None = None
+) -> dict[str, Any]:
+    """Keyword arguments for kafka-python's clients (the synchronous ones: archive, audit).
+
+    kafka-python names its security options as aiokafka does (aiokafka copied
+    them), so the two share one derivation; ``ssl_context`` is a plain
+    ``ssl.SSLContext`` that both accept.
+    """
+    return aiokafka_kwargs(settings, bootstrap)
