@@ -15,6 +15,7 @@ from rich.console import Console
 
 from gpuyield.agents.planner import UnknownPreemptor, plan
 from gpuyield.archive_command import archive_command
+from gpuyield.audit_command import audit_command
 from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
@@ -84,6 +85,7 @@ app.command("watch")(watch_command)
 app.command("node-agent")(node_agent_command)
 app.command("demo")(demo_command)
 app.command("archive")(archive_command)
+app.command("audit")(audit_command)
 
 
 def main(argv: list[str] | None = None) -> None:
