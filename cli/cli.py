@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 
 from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.alerts_command import alerts_command
 from gpuyield.archive_command import archive_command
 from gpuyield.audit_command import audit_command
 from gpuyield.broker_command import broker_command
@@ -86,6 +87,7 @@ app.command("node-agent")(node_agent_command)
 app.command("demo")(demo_command)
 app.command("archive")(archive_command)
 app.command("audit")(audit_command)
+app.command("alerts")(alerts_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -250,8 +250,21 @@ class AlertKind(StrEnum):
     DEMAND_UNSERVABLE = "demand-unservable"
 
 
+class AlertState(StrEnum):
+    """An incident's alert is raised once (``firing``) and ends once (``resolved``)."""
+
+    FIRING = "firing"
+    RESOLVED = "resolved"
+
+
 class Alert(WireModel):
-    """Something a human should know; ``alert_id`` is stable, so a replay raises it once."""
+    """Something a human should know; ``alert_id`` is stable, so a replay raises it once.
+
+    One incident is one ``alert_id``: it is sent ``firing`` when the incident
+    starts and, for the kinds whose condition can end, once more ``resolved``
+    (with ``resolved_at``) when it ends. Subscribers key on
+    ``(alert_id, state)``.
+    """
 
     v: Literal[1] = 1
     alert_id: str = NonEmpty
@@ -261,6 +274,8 @@ class Alert(WireModel):
     message: str
     raised_at: UnixTime
     details: dict[str, Any] = Field(default_factory=dict)
+    state: AlertState = AlertState.FIRING
+    resolved_at: UnixTime | None = None
 
 
 class DeadLetter(WireModel):
