@@ -306,3 +306,32 @@ def test_an_unknown_alert_kind_is_one_line_and_status_2(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("gpuyield: --kind: unknown alert kind 'lifelock'")
     assert result.stderr.count("\n") == 1
+
+
+def test_the_example_subscriber_pages_once_per_critical_incident_change(
+    kafka_bootstrap: str, fresh_topics: dict[str, TopicSpec]
+) -> None:
+    topic = fresh_topics["gpuyield.alerts"].name
+    critical = an_alert(1).model_copy(update={"severity": "critical", "kind": AlertKind.LIVELOCK})
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap)
+    try:
+        for alert in (an_alert(0), critical, critical, critical.model_copy(update=RESOLVED)):
+            producer.send(topic, value=encode(alert))
+        producer.flush(30)
+    finally:
+        producer.close()
+    example = Path(__file__).resolve().parents[2] / "examples" / "subscriber.py"
+    result = subprocess.run(
+        [sys.executable, str(example), kafka_bootstrap, topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.splitlines() == [
+        f"PAGE livelock firing: {critical.message}",
+        f"PAGE livelock resolved: {critical.message}",
+    ]
+
+
+RESOLVED = {"state": AlertState.RESOLVED, "resolved_at": NOW + 100}
