@@ -246,11 +246,11 @@ def snapshot(
     for job, reservation in records.typed_prefix(RESERVATION, ReservationRecord):
         if job == preemptor or reservation.until <= now:
             continue
-        for node, gpus in reservation.nodes.items():
-            nominated[node] = nominated.get(node, 0) + gpus
-    reserved = {node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()}
-    for held_node, gpus in (held or {}).items():
-        reserved[held_node] = reserved.get(held_node, 0) + gpus
+        for on, gpus in reservation.nodes.items():
+            nominated[on] = nominated.get(on, 0) + gpus
+    reserved = {on: max(0, gpus - leaving_gpus.get(on, 0)) for on, gpus in nominated.items()}
+    for on, gpus in (held or {}).items():
+        reserved[on] = reserved.get(on, 0) + gpus
     taken = _held_gpus(views)
     nodes = []
     for name, node in records.typed_prefix(NODE, NodeRecord):
