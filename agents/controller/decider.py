@@ -706,6 +706,10 @@ def _resume(s: _Step) -> None:
         if not may_resume(view.priority, s.now, not_before, waiting):
             _capacity(s, view, record, None)
             continue
+        if not view.pods:
+            # Nothing known to place (its Volcano Job unseen, its pods only on their way
+            # out): a resume could be addressed to no node that will run it.
+            continue
         if plans >= s.config.max_plans_per_step:
             break
         plans += 1
