@@ -211,6 +211,7 @@ def test_a_preemptor_whose_freed_node_went_to_another_job_waits_for_its_hold() -
     """The demo's case: the 16 GPUs freed for ft-a; Volcano put an equal-priority ft-b on
     one of its nodes. ft-a waits for its held GPUs; it does not evict a second gang."""
     c = shared_pool()
+    c.change(queue("production", weight=4, capability=32, guarantee=32, reclaimable=False), NOW)
     gang_demand(c, "ft-a", 2, NOW)
     first = list(c.commands)
     assert {cmd.job for cmd in first} == {"research/sweep-0"}
