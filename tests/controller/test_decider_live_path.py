@@ -7,12 +7,12 @@ GPUs, suspended jobs of different sizes competing for the GPUs that return.
 
 from __future__ import annotations
 
+import itertools
+
 from cluster_objects import node, pod, pod_group, queue, volcano_job
 from harness import NOW, Controller, production_demand, shared_pool
 
-from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.policy.demands import DemandLedger
-from gpuyield.schemas import Policy
 from gpuyield.schemas.messages import (
     AlertKind,
     CommandAction,
@@ -54,7 +54,9 @@ def still_unschedulable(c: Controller, name: str, at: float, pods: int = 1) -> N
 def gang_demand(c: Controller, name: str, pods: int, at: float) -> None:
     """A production gang of ``pods`` x 8 GPUs, announced whole: its Volcano Job first (so
     the decider knows every pod it will have), then its unschedulable PodGroup."""
-    c.add(volcano_job(name, namespace="prod", queue="production", replicas=pods, phase="Pending"), at)  # fmt: skip
+    c.add(
+        volcano_job(name, namespace="prod", queue="production", replicas=pods, phase="Pending"), at
+    )
     still_unschedulable(c, name, at, pods)
     for k in range(pods):
         c.add(pod(name, k, namespace="prod", priority=1000), at)
@@ -76,7 +78,7 @@ def test_a_demand_no_plan_can_serve_is_retried_less_and_less_often_as_in_the_sim
         last = c.records["demand/prod/ft-huge"]["last_round"]
         if last != rounds[-1]:
             rounds.append(last)
-    gaps = [b - a for a, b in zip(rounds, rounds[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(rounds)]
     # The simulator's ledger, driven the same way: each failed round doubles the wait.
     ledger, t, expected = DemandLedger(cooldown_s=30.0, backoff_max_s=1800.0), NOW, []
     ledger = ledger.tried("ft", t)
@@ -108,7 +110,10 @@ def test_a_late_ack_is_applied_and_the_demand_evicts_no_second_job_meanwhile() -
     for cmd in first:
         ack(c, cmd, NOW + 470, YieldOutcome.CHECKPOINTED)
     assert c.records["suspended/research/sweep-0"]["checkpoint_step"] == 1200
-    c.add(volcano_job("sweep-0", namespace="research", queue="research", replicas=2, phase="Aborted"), NOW + 480)  # fmt: skip
+    c.add(
+        volcano_job("sweep-0", namespace="research", queue="research", replicas=2, phase="Aborted"),
+        NOW + 480,
+    )
     for k in range(2):
         c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 480)
     c.add(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 490)
@@ -151,7 +156,11 @@ def suspended_trio() -> Controller:
         c.add(node(f"gpu-{i:02d}"), at)
     c.add(queue("production", weight=4, capability=32, guarantee=32, reclaimable=False), at)
     c.add(queue("research", weight=1, capability=32), at)
-    research = {"big": (2, ["gpu-00", "gpu-01"]), "small-a": (1, ["gpu-02"]), "small-b": (1, ["gpu-03"])}  # fmt: skip
+    research = {
+        "big": (2, ["gpu-00", "gpu-01"]),
+        "small-a": (1, ["gpu-02"]),
+        "small-b": (1, ["gpu-03"]),
+    }
     for name, (pods, nodes) in research.items():
         c.add(pod_group(name, namespace="research", queue="research", min_member=pods), at)
         for k, on in enumerate(nodes):
@@ -161,8 +170,18 @@ def suspended_trio() -> Controller:
     for cmd in list(c.commands):
         ack(c, cmd, NOW + 40, YieldOutcome.CHECKPOINTED)
     for name, (pods, nodes) in research.items():
-        c.add(volcano_job(name, namespace="research", queue="research", replicas=pods, phase="Aborted"), NOW + 45)  # fmt: skip
-        c.change(pod_group(name, namespace="research", queue="research", min_member=pods, phase="Pending"), NOW + 45)  # fmt: skip
+        c.add(
+            volcano_job(
+                name, namespace="research", queue="research", replicas=pods, phase="Aborted"
+            ),
+            NOW + 45,
+        )
+        c.change(
+            pod_group(
+                name, namespace="research", queue="research", min_member=pods, phase="Pending"
+            ),
+            NOW + 45,
+        )
         for k, on in enumerate(nodes):
             c.delete(pod(name, k, namespace="research", node=on), NOW + 45)
     for k in range(4):
@@ -201,7 +220,8 @@ def test_a_suspended_job_that_cannot_use_gpus_free_for_long_raises_resume_starve
     assert {a.job for a in starved} == {"research/big", "research/small-a", "research/small-b"}
     assert len(starved) == 3
     big = next(a for a in starved if a.job == "research/big")
-    assert big.details["needs_gpus"] == 16 and big.details["free_gpus"] == 16
+    assert big.details["needs_gpus"] == 16
+    assert big.details["free_gpus"] == 16
 
 
 # -- §6: 32 GPUs yielded for 16 --------------------------------------------------------

@@ -37,9 +37,11 @@ def test_an_issued_yield_holds_all_its_pods_as_leaving() -> None:
 def test_it_settles_when_every_command_is_acknowledged_and_is_done_when_its_pods_are_gone() -> None:
     y = two_node_yield()
     first = yields.acknowledge(y, "c-gpu-00", YieldOutcome.CHECKPOINTED, T + 40)
-    assert first is not None and yields.phase(first.value) is YieldPhase.ISSUED
+    assert first is not None
+    assert yields.phase(first.value) is YieldPhase.ISSUED
     second = yields.acknowledge(first.value, "c-gpu-01", YieldOutcome.CHECKPOINTED, T + 41)
-    assert second is not None and yields.phase(second.value) is YieldPhase.SETTLED
+    assert second is not None
+    assert yields.phase(second.value) is YieldPhase.SETTLED
     still_there = yields.observe_pods(second.value, False, T + 60, leaving_limit_s=600)
     assert yields.phase(still_there) is YieldPhase.SETTLED
     gone = yields.observe_pods(still_there, True, T + 61, leaving_limit_s=600)
@@ -63,8 +65,10 @@ def test_unacknowledged_commands_expire_after_deadline_and_slack_and_a_late_ack_
     assert [c.command_id for c in which] == ["c-gpu-00", "c-gpu-01"]
     assert yields.phase(expired) is YieldPhase.SETTLED
     late = yields.acknowledge(expired, "c-gpu-00", YieldOutcome.CHECKPOINTED, T + 400)
-    assert late is not None and late.late
-    assert late.command.status == "acked" and late.command.outcome == "checkpointed"
+    assert late is not None
+    assert late.late
+    assert late.command.status == "acked"
+    assert late.command.outcome == "checkpointed"
 
 
 def test_pods_the_watch_never_shows_gone_stop_counting_after_the_leaving_limit() -> None:
