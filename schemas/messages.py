@@ -248,6 +248,9 @@ class AlertKind(StrEnum):
     YIELD_HARD_KILLED = "yield-hard-killed"
     YIELD_DEADLINE_MISSED = "yield-deadline-missed"
     DEMAND_UNSERVABLE = "demand-unservable"
+    RESUME_STARVED = "resume-starved"
+    """A suspended job may resume and its GPUs have been free for long, yet it did not
+    fit (fragmented, or held for heavier jobs): ``ControllerConfig.resume_starved_s``."""
 
 
 class AlertState(StrEnum):

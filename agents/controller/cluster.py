@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from gpuyield.agents.controller import yields
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     EVICTIONS,
     GROUP,
-    LEAVING,
     NODE,
     POD,
     PROGRESS,
@@ -33,8 +33,18 @@ from gpuyield.agents.controller.records import (
     RESERVATION,
     SUSPENDED,
     VJOB,
+    YIELD,
+    EvictionsRecord,
+    GroupRecord,
+    NodeRecord,
     Overlay,
-    Record,
+    PodRecord,
+    ProgressRecord,
+    QueueRecord,
+    ReservationRecord,
+    SuspendedRecord,
+    VJobRecord,
+    YieldRecord,
 )
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
@@ -74,10 +84,6 @@ class JobView:
         )
 
 
-def _key_tail(key: str, prefix: str) -> str:
-    return key[len(prefix) :]
-
-
 def _priority(values: list[float], classes: list[str | None], config: ControllerConfig) -> float:
     if values:
         return max(values)
@@ -87,34 +93,48 @@ def _priority(values: list[float], classes: list[str | None], config: Controller
     return 0.0
 
 
-def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
-    """Every GPU job the records know, by ``namespace/name``."""
-    groups: dict[str, Record] = {}
+def _pods_by_job(
+    records: Overlay,
+) -> tuple[dict[str, GroupRecord], dict[str, list[tuple[str, PodRecord]]]]:
+    groups: dict[str, GroupRecord] = {}
     group_job: dict[str, str] = {}
-    for key, group in records.with_prefix(GROUP):
-        job = f"{group['namespace']}/{group['job']}"
+    for tail, group in records.typed_prefix(GROUP, GroupRecord):
+        job = f"{group.namespace}/{group.job}"
         groups[job] = group
-        group_job[_key_tail(key, GROUP)] = job
-    vjobs = {_key_tail(k, VJOB): v for k, v in records.with_prefix(VJOB)}
-    pods_of: dict[str, list[tuple[str, Record]]] = {}
-    for key, pod in records.with_prefix(POD):
-        if pod["job"]:
-            job = f"{pod['namespace']}/{pod['job']}"
-        elif pod["group"]:
-            job = group_job.get(f"{pod['namespace']}/{pod['group']}", "")
+        group_job[tail] = job
+    pods_of: dict[str, list[tuple[str, PodRecord]]] = {}
+    for tail, pod in records.typed_prefix(POD, PodRecord):
+        if pod.job:
+            job = f"{pod.namespace}/{pod.job}"
+        elif pod.group:
+            job = group_job.get(f"{pod.namespace}/{pod.group}", "")
         else:
             continue  # not a gang member: Volcano never preempts for or from it here
         if job:
-            pods_of.setdefault(job, []).append((key, pod))
-    leaving_pods = {
-        _key_tail(k, LEAVING): frozenset(record["pods"])
-        for k, record in records.with_prefix(LEAVING)
-    }
+            pods_of.setdefault(job, []).append((tail, pod))
+    return groups, pods_of
+
+
+def known_jobs(records: Overlay) -> frozenset[str]:
+    """Every job (``namespace/name``) that a watched PodGroup, Volcano Job or pod names."""
+    groups, pods_of = _pods_by_job(records)
+    return frozenset({*groups, *pods_of, *(t for t, _ in records.typed_prefix(VJOB, VJobRecord))})
+
+
+def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
+    """Every GPU job the records know, by ``namespace/name``."""
+    groups, pods_of = _pods_by_job(records)
+    vjobs = dict(records.typed_prefix(VJOB, VJobRecord))
+    leaving_pods: dict[str, frozenset[str]] = {}
+    for _, record in records.typed_prefix(YIELD, YieldRecord):
+        pods = yields.leaving_pods(record)
+        if pods:
+            leaving_pods[record.job] = leaving_pods.get(record.job, frozenset()) | pods
     # A job whose resume was issued waits like any pending job from then on.
     suspended = {
-        _key_tail(k, SUSPENDED)
-        for k, record in records.with_prefix(SUSPENDED)
-        if not record.get("resume_issued")
+        job
+        for job, record in records.typed_prefix(SUSPENDED, SuspendedRecord)
+        if record.resume_issued is None
     }
 
     out: dict[str, JobView] = {}
@@ -122,29 +142,27 @@ def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
         group = groups.get(name)
         vjob = vjobs.get(name)
         members = pods_of.get(name, [])
-        live = [
-            (k, p) for k, p in members if p["phase"] not in TERMINAL_POD_PHASES and p["gpus"] > 0
-        ]
+        live = [(k, p) for k, p in members if p.phase not in TERMINAL_POD_PHASES and p.gpus > 0]
         staying: list[Pod] = []
         leaving: list[Pod] = []
-        for key, pod in live:
-            placed = pod["node"] is not None
+        for tail, pod in live:
+            placed = pod.node is not None
             model = Pod(
-                name=_key_tail(key, POD).split("/", 1)[1],
-                gpus=pod["gpus"],
-                node=pod["node"],
+                name=tail.split("/", 1)[1],
+                gpus=pod.gpus,
+                node=pod.node,
                 phase=PodPhase.RUNNING if placed else PodPhase.PENDING,
             )
-            if placed and (pod["terminating"] or model.name in leaving_pods.get(name, ())):
+            if placed and (pod.terminating or model.name in leaving_pods.get(name, ())):
                 leaving.append(model)
-            elif not pod["terminating"]:
+            elif not pod.terminating:
                 staying.append(model)
         if not any(p.node is not None for p in staying) and vjob is not None:
             staying = _planned_pods(name, vjob, staying)
         if not staying and not leaving:
             continue
         any_placed = any(p.node is not None for p in staying)
-        group_phase = group["phase"] if group else ("Running" if any_placed else "Pending")
+        group_phase = group.phase if group else ("Running" if any_placed else "Pending")
         if any_placed and (group_phase in PLACED_GROUP_PHASES or group is None):
             state = JobState.RUNNING
         elif name in suspended and not any_placed:
@@ -155,50 +173,51 @@ def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
             state = JobState.PENDING
         pod_records = [p for _, p in members]
         priority = _priority(
-            [float(p["priority"]) for p in pod_records if p.get("priority") is not None],
+            [float(p.priority) for p in pod_records if p.priority is not None],
             [
-                *(p.get("priority_class") for p in pod_records),
-                group.get("priority_class") if group else None,
-                vjob.get("priority_class") if vjob else None,
+                *(p.priority_class for p in pod_records),
+                group.priority_class if group else None,
+                vjob.priority_class if vjob else None,
             ],
             config,
         )
-        started = [p["started_at"] for p in pod_records if p.get("started_at") is not None]
-        progress = records.get(PROGRESS + name)
+        started = [p.started_at for p in pod_records if p.started_at is not None]
+        progress = records.typed(PROGRESS + name, ProgressRecord)
         if progress is not None and state is JobState.RUNNING:
-            started.append(progress["first_seen_at"])
-        min_available = (group or {}).get("min_member")
+            started.append(progress.first_seen_at)
+        min_available = group.min_member if group else None
         if min_available is None and vjob is not None:
-            min_available = vjob.get("min_available")
+            min_available = vjob.min_available
+        owner = group or vjob
         out[name] = JobView(
             name=name,
-            queue=(group or vjob or {"queue": "default"})["queue"],
+            queue=owner.queue if owner else "default",
             priority=priority,
             state=state,
             pods=tuple(staying),
             leaving=tuple(leaving),
             min_available=min_available,
-            preemptable=all(r.get("preemptable", True) for r in (group, vjob) if r)
-            and all(p["preemptable"] for p in pod_records),
-            submitted_at=(group or vjob or {}).get("created_at"),
+            preemptable=all(r.preemptable for r in (group, vjob) if r)
+            and all(p.preemptable for p in pod_records),
+            submitted_at=owner.created_at if owner else None,
             started_at=min(started) if started and state is JobState.RUNNING else None,
-            unschedulable=bool(group and group["unschedulable"])
-            or any(p["unschedulable"] for p in pod_records if p["node"] is None),
+            unschedulable=bool(group and group.unschedulable)
+            or any(p.unschedulable for p in pod_records if p.node is None),
             group_phase=group_phase,
         )
     return out
 
 
-def _planned_pods(job: str, vjob: Record, existing: list[Pod]) -> list[Pod]:
+def _planned_pods(job: str, vjob: VJobRecord, existing: list[Pod]) -> list[Pod]:
     """The pods a not-yet-admitted Volcano Job will create, with those that exist."""
     have = {p.name for p in existing}
     pods = list(existing)
     short = job.split("/", 1)[1]
-    for task in vjob["tasks"]:
-        for index in range(task["replicas"]):
-            name = f"{short}-{task['name']}-{index}"  # Volcano's pod naming
-            if name not in have and task["gpus_per_pod"] > 0:
-                pods.append(Pod(name=name, gpus=task["gpus_per_pod"], phase=PodPhase.PENDING))
+    for task in vjob.tasks:
+        for index in range(task.replicas):
+            name = f"{short}-{task.name}-{index}"  # Volcano's pod naming
+            if name not in have and task.gpus_per_pod > 0:
+                pods.append(Pod(name=name, gpus=task.gpus_per_pod, phase=PodPhase.PENDING))
     return pods
 
 
@@ -208,8 +227,14 @@ def snapshot(
     preemptor: str,
     now: float,
     config: ControllerConfig,
+    *,
+    held: Mapping[str, int] | None = None,
 ) -> Snapshot:
-    """The planner's input for making room for ``preemptor``."""
+    """The planner's input for making room for ``preemptor``.
+
+    ``held``: free GPUs per node set aside for someone else in this step
+    only (heavier suspended jobs that do not fit yet), taken off capacity.
+    """
     # GPUs nominated for other preemptors come first out of what leaving pods
     # will free on that node (those pods still hold them), then out of the free ones.
     leaving_gpus: dict[str, int] = {}
@@ -218,30 +243,31 @@ def snapshot(
             if pod.node is not None:
                 leaving_gpus[pod.node] = leaving_gpus.get(pod.node, 0) + pod.gpus
     nominated: dict[str, int] = {}
-    for key, reservation in records.with_prefix(RESERVATION):
-        if _key_tail(key, RESERVATION) == preemptor or reservation["until"] <= now:
+    for job, reservation in records.typed_prefix(RESERVATION, ReservationRecord):
+        if job == preemptor or reservation.until <= now:
             continue
-        for node, gpus in reservation["nodes"].items():
-            nominated[node] = nominated.get(node, 0) + gpus
-    reserved = {node: max(0, gpus - leaving_gpus.get(node, 0)) for node, gpus in nominated.items()}
-    held = _held_gpus(views)
+        for on, gpus in reservation.nodes.items():
+            nominated[on] = nominated.get(on, 0) + gpus
+    reserved = {on: max(0, gpus - leaving_gpus.get(on, 0)) for on, gpus in nominated.items()}
+    for on, gpus in (held or {}).items():
+        reserved[on] = reserved.get(on, 0) + gpus
+    taken = _held_gpus(views)
     nodes = []
-    for key, node in records.with_prefix(NODE):
-        name = _key_tail(key, NODE)
-        if node["gpus"] <= 0 and not held.get(name):
+    for name, node in records.typed_prefix(NODE, NodeRecord):
+        if node.gpus <= 0 and not taken.get(name):
             continue
-        capacity = max(0, node["gpus"] - reserved.get(name, 0))
+        capacity = max(0, node.gpus - reserved.get(name, 0))
         # Events can arrive out of step (a node's allocatable shrank, a pod
         # was bound before the old one's deletion arrived): a node whose pods
         # hold more than it has is taken as full and closed to new pods until
         # the watch catches up, rather than making the snapshot invalid.
-        overcommitted = held.get(name, 0) > capacity
+        overcommitted = taken.get(name, 0) > capacity
         nodes.append(
             Node(
                 name=name,
-                gpus=max(capacity, held.get(name, 0)),
-                schedulable=node["schedulable"] and not overcommitted,
-                topology=Topology(rack=node["rack"], nvlink_domain=node["nvlink"]),
+                gpus=max(capacity, taken.get(name, 0)),
+                schedulable=node.schedulable and not overcommitted,
+                topology=Topology(rack=node.rack, nvlink_domain=node.nvlink),
             )
         )
     known_nodes = {n.name for n in nodes}
@@ -276,8 +302,9 @@ def snapshot(
             continue  # waiting jobs other than the preemptor hold nothing
         if not staying:
             continue
-        progress = records.get(PROGRESS + view.name)
-        evictions = records.get(EVICTIONS + view.name, [])
+        progress = records.typed(PROGRESS + view.name, ProgressRecord)
+        evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
+        evictions = evicted.at if evicted else ()
         min_available = view.min_available
         if min_available is not None:
             min_available = min(min_available, len(staying))  # a partly deleted gang
@@ -292,8 +319,8 @@ def snapshot(
                 preemptable=view.preemptable,
                 submitted_at=view.submitted_at,
                 started_at=view.started_at,
-                progress=progress["progress"] if progress else 0.0,
-                last_checkpoint_at=progress["last_checkpoint_at"] if progress else None,
+                progress=progress.progress if progress else 0.0,
+                last_checkpoint_at=progress.last_checkpoint_at if progress else None,
                 evictions=tuple(e for e in evictions if e <= now),
             )
         )
@@ -324,8 +351,8 @@ def _queues(records: Overlay) -> dict[str, Queue]:
     guarantee to it, and a parent that is unknown or closes a cycle is dropped
     (the queue is then a root).
     """
-    raw = {_key_tail(k, QUEUE): q for k, q in records.with_prefix(QUEUE)}
-    parents: dict[str, str | None] = {name: q["parent"] for name, q in raw.items()}
+    raw = dict(records.typed_prefix(QUEUE, QueueRecord))
+    parents: dict[str, str | None] = {name: q.parent for name, q in raw.items()}
     for name in sorted(parents):
         seen = {name}
         cursor = parents[name]
@@ -337,14 +364,14 @@ def _queues(records: Overlay) -> dict[str, Queue]:
             cursor = parents[cursor]
     queues = {}
     for name, q in raw.items():
-        capability = q["capability"]
-        guarantee = q["guarantee"] if capability is None else min(q["guarantee"], capability)
+        capability = q.capability
+        guarantee = q.guarantee if capability is None else min(q.guarantee, capability)
         queues[name] = Queue(
             name=name,
-            weight=q["weight"],
+            weight=q.weight,
             guarantee=GpuAmount(gpu=guarantee),
             capability=GpuLimit(gpu=capability),
-            reclaimable=q["reclaimable"],
+            reclaimable=q.reclaimable,
             parent=parents[name],
         )
     return queues
@@ -367,3 +394,75 @@ def _unique_pod_names(views: Mapping[str, JobView]) -> Callable[[JobView, Pod], 
         return f"{view.name.split('/', 1)[0]}/{pod.name}"
 
     return unique
+
+
+# -- resumes: what a suspended job needs, and what is free for it -------------------
+
+
+def gang_gpus(view: JobView) -> int:
+    """GPUs ``view``'s job needs to run at all: its ``min_available`` smallest pods.
+
+    All its pods when it has no ``min_available``.
+    """
+    sizes = sorted(p.gpus for p in view.pods)
+    if view.min_available is not None:
+        sizes = sizes[: max(0, view.min_available)]
+    return sum(sizes)
+
+
+def _free_slots(snapshot: Snapshot) -> dict[str, int]:
+    """Free GPUs per schedulable node of ``snapshot`` (its capacity already less the holds)."""
+    used: dict[str, int] = {}
+    for job in snapshot.jobs:
+        for pod in job.pods:
+            if pod.node is not None:
+                used[pod.node] = used.get(pod.node, 0) + pod.gpus
+    return {n.name: n.gpus - used.get(n.name, 0) for n in snapshot.nodes if n.schedulable}
+
+
+def free_gpus(snapshot: Snapshot) -> int:
+    return sum(max(0, free) for free in _free_slots(snapshot).values())
+
+
+def hold_for(snapshot: Snapshot, view: JobView) -> dict[str, int]:
+    """The free GPUs a suspended job that does not fit yet holds against lighter resumes.
+
+    Volcano's ``reserve`` idea, for resumes only: the heaviest suspended job
+    that cannot run keeps the slots its pods would take as they free up
+    (largest pods first, each on the node it fills most tightly), so smaller
+    jobs resuming one by one cannot take the nodes a gang needs whole. It holds
+    nothing when it could not run even on every free GPU of the cluster (its
+    queue has no room, or it needs more than all nodes have): holding then
+    would only idle GPUs. The hold is recomputed each step and never
+    published: Volcano does not see a suspended job, new jobs are not held back.
+    """
+    job = next((j for j in snapshot.jobs if j.name == view.name), None)
+    if job is None:
+        return {}
+    need = gang_gpus(view)
+    queue = next((q for q in snapshot.queues if q.name == view.queue), None)
+    if queue is not None and queue.capability.gpu is not None:
+        used = sum(
+            p.gpus
+            for j in snapshot.jobs
+            if j.queue == view.queue
+            for p in j.pods
+            if p.node is not None
+        )
+        if used + need > queue.capability.gpu:
+            return {}  # it waits for its queue, not for GPUs
+    capacity = sorted((n.gpus for n in snapshot.nodes if n.schedulable), reverse=True)
+    if sum(capacity) < need or (
+        job.pods and max(p.gpus for p in job.pods) > max(capacity, default=0)
+    ):
+        return {}
+    free = _free_slots(snapshot)
+    hold: dict[str, int] = {}
+    for pod in sorted((p for p in job.pods if p.node is None), key=lambda p: -p.gpus):
+        fits = [(left - pod.gpus, name) for name, left in free.items() if left >= pod.gpus]
+        if not fits:
+            continue
+        _, node = min(fits)
+        free[node] -= pod.gpus
+        hold[node] = hold.get(node, 0) + pod.gpus
+    return hold

@@ -42,3 +42,38 @@ class ControllerConfig:
 
     resume_backoff_base_s: float = 300.0
     """A job evicted n times recently waits base x 2^(n-1) before it may resume."""
+
+    # -- the demand ledger's backoff (ISSUE9 §5: the controller backs off as the simulator does)
+    demand_backoff_max_s: float | None = 1800.0
+    """A demand whose rounds keep finding no plan is retried after ``demand_retry_s``,
+    then twice, four times that, up to this long (None: never longer); any decided
+    or settled round starts it afresh. The simulator's ``RETRY_BACKOFF_MAX_S``."""
+
+    # -- retention: the table holds only what a later decision can need (ISSUE9 §5)
+    yield_retention_s: float = 86400.0
+    """A finished yield (acknowledged or expired, its pods gone) is kept this long,
+    to recognise a redelivered ack and to apply a late one (its job is then
+    recorded as suspended and resumed), then deleted. A day covers an agent
+    partitioned from the broker for hours."""
+
+    alert_retention_s: float = 86400.0
+    """An alert's record (which keeps a replay from raising it again) is kept this
+    long. Every alert is raised by a one-shot transition of a record that lives
+    at least as long as the input that caused it can be replayed (a yield, the
+    guard's window, a demand's round), and a replay after a crash covers only
+    the uncommitted tail of the input (seconds), judged at the table's clock,
+    never an older one; so an expired alert record raises nothing twice. Only
+    a condition that persists past a day (a demand unservable all day) raises
+    its alert again: once a day, as a reminder."""
+
+    forget_after_s: float = 3600.0
+    """Progress, suspension and demand records of a job that no watched object
+    names any more (deleted by its owner) are deleted once their newest time
+    is this old: heartbeats and watch events of a deleted job may still be in
+    flight for a while, and one arriving later only recreates a record that
+    expires again."""
+
+    resume_starved_s: float = 1800.0
+    """A suspended job that may resume (past its backoff, no heavier job waiting)
+    and for which enough GPUs have been free this long without it resuming
+    (fragmented, or held for others) raises a ``resume-starved`` alert."""

@@ -11,17 +11,24 @@ the input topics through ``step`` reproduces every decision.
 What one step does:
 
 1. fold the input into the records (a watched object, a job's progress, a
-   yield acknowledgement, or a tick of time);
-2. housekeeping: yields past their deadline and slack raise an alert and stop
-   holding their demand back; expired reservations are dropped;
+   yield acknowledgement, or a tick of time); an acknowledgement moves its
+   yield (``yields``), also when it comes after the command expired;
+2. housekeeping: yields past their deadline and slack raise an alert and
+   stop holding their demand back; yields whose pods are gone are done;
+   expired reservations are dropped;
 3. for each job Volcano cannot place (pending, marked unschedulable), highest
-   priority first: unless a round for it is in flight or cooling down
-   (``DemandLedger``), build the snapshot and call the planner; a plan with
-   victims becomes one ``Decision`` and one ``YieldCommand`` per victim and
-   node, the victims' evictions go to the ``LivelockGuard`` (incidents become
-   alerts), and the freed GPUs are nominated for the preemptor;
+   priority first: unless a round for it is in flight (its victims' pods are
+   still leaving), its GPUs are still held for it, or it is cooling down or
+   backing off (``DemandLedger``), build the snapshot and call the planner; a
+   plan with victims becomes one ``Decision`` and one ``YieldCommand`` per
+   victim and node, the victims' evictions go to the ``LivelockGuard``
+   (incidents become alerts), and the freed GPUs are held for the preemptor;
 4. a job gpuyield suspended resumes when the planner places it without
-   evicting anyone, after its backoff, and when no heavier job waits.
+   evicting anyone, after its backoff, and when no heavier job waits; the
+   heaviest suspended jobs go first and hold the free GPUs they need while
+   they do not fit yet, so smaller resumes cannot starve a gang;
+5. on a tick, what no later decision can need is deleted (see
+   ``ControllerConfig``'s retention knobs): the table stays bounded.
 """
 
 from __future__ import annotations
@@ -32,17 +39,15 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gpuyield.agents.controller import cluster, kube_facts
+from gpuyield.agents.controller import cluster, kube_facts, yields
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
-    COMMAND,
     DEMAND,
     EVICTIONS,
     GROUP,
     GUARD,
-    LEAVING,
     NODE,
     POD,
     PROGRESS,
@@ -50,9 +55,26 @@ from gpuyield.agents.controller.records import (
     RESERVATION,
     SUSPENDED,
     VJOB,
+    YIELD,
+    AlertRecord,
+    ClockRecord,
+    DemandRecord,
+    EvictionEntry,
+    EvictionsRecord,
+    GroupRecord,
+    GuardRecord,
+    NodeRecord,
     Overlay,
+    PodRecord,
+    ProgressRecord,
+    QueueRecord,
     Record,
+    RecordModel,
+    ReservationRecord,
+    SuspendedRecord,
+    VJobRecord,
     Writes,
+    YieldRecord,
 )
 from gpuyield.agents.planner import plan
 from gpuyield.agents.policy.demands import DemandLedger, InFlight
@@ -79,6 +101,11 @@ from gpuyield.schemas.messages import (
 
 Input = KubeEvent | JobProgress | YieldAck | Tick
 ID_NAMESPACE = uuid.UUID("6f1c7a52-8d0e-4b51-9a57-1e0c5d2f9b10")
+
+LEAVING_LIMIT_S = 600.0
+"""A settled yield whose pods the watch still shows after this long is no
+longer treated as leaving (the watch may have missed a deletion; a relist
+will correct the records either way)."""
 
 
 class InputRejected(ValueError):
@@ -113,6 +140,10 @@ def message_time(message: Input) -> float:
     return message.at
 
 
+def yield_key(job: str, decision_id: str) -> str:
+    return f"{YIELD}{job}/{decision_id}"
+
+
 class _Step:
     """The mutable scratch of one step; only ``step`` below creates it."""
 
@@ -130,67 +161,84 @@ class _Step:
         self.now = 0.0
 
     # -- records -----------------------------------------------------------
-    def put(self, key: str, value: Record | None) -> None:
-        if value is None and key not in self.view:
+    def put(self, key: str, value: RecordModel | None) -> None:
+        if value is None:
+            if key in self.view:
+                self.writes[key] = None
             return
-        if value is not None and self.view.get(key) == value:
-            return
-        self.writes[key] = value
+        raw = value.dump()
+        if self.view.get(key) != raw:
+            self.writes[key] = raw
 
     def guard(self) -> LivelockGuard:
-        raw = self.view.get(GUARD) or {}
+        raw = self.view.typed(GUARD, GuardRecord) or GuardRecord()
         policy = self.config.policy
         return LivelockGuard(
             window_s=policy.eviction_window_s,
             max_evictions=policy.max_evictions,
             cycle_s=max(policy.cooldown_s, 1.0),
             backoff_base_s=self.config.resume_backoff_base_s,
-            evictions=tuple(Eviction(v, b, a) for v, b, a in raw.get("evictions", ())),
-            resumed_at=dict(raw.get("resumed_at", {})),
-            reported=dict(raw.get("reported", {})),
+            evictions=tuple(Eviction(e.victim, e.by, e.at) for e in raw.evictions),
+            resumed_at=dict(raw.resumed_at),
+            reported=dict(raw.reported),
         )
 
     def save_guard(self, guard: LivelockGuard) -> None:
         self.put(
             GUARD,
-            {
-                "evictions": [[e.victim, e.by, e.at] for e in guard.evictions],
-                "resumed_at": dict(guard.resumed_at),
-                "reported": dict(guard.reported),
-            },
+            GuardRecord(
+                evictions=tuple(
+                    EvictionEntry(victim=e.victim, by=e.by, at=e.at) for e in guard.evictions
+                ),
+                resumed_at=dict(guard.resumed_at),
+                reported=dict(guard.reported),
+            ),
         )
 
     def ledger(self, job: str) -> DemandLedger:
-        raw = self.view.get(DEMAND + job)
+        """``job``'s entries of the demand ledger, read back from its record, none dropped."""
+        raw = self.view.typed(DEMAND + job, DemandRecord)
+        config = self.config
         if raw is None:
-            return DemandLedger(cooldown_s=self.config.demand_retry_s)
+            return DemandLedger(
+                cooldown_s=config.demand_retry_s, backoff_max_s=config.demand_backoff_max_s
+            )
         flights = {}
-        if raw.get("decided_at") is not None:
-            flights[job] = InFlight(frozenset(raw["victims"]), raw["deadline"], raw["decided_at"])
-        rounds = {job: raw["last_round"]} if raw.get("last_round") is not None else {}
+        if raw.decided_at is not None:
+            flights[job] = InFlight(
+                frozenset(raw.victims),
+                raw.deadline if raw.deadline is not None else raw.decided_at,
+                raw.decided_at,
+            )
         return DemandLedger(
-            cooldown_s=self.config.demand_retry_s, in_flight=flights, last_round=rounds
+            cooldown_s=config.demand_retry_s,
+            backoff_max_s=config.demand_backoff_max_s,
+            in_flight=flights,
+            last_round={job: raw.last_round} if raw.last_round is not None else {},
+            failures={job: raw.failures} if raw.failures else {},
         )
 
     def save_ledger(self, job: str, ledger: DemandLedger) -> None:
         flight = ledger.in_flight.get(job)
         last = ledger.last_round.get(job)
-        if flight is None and last is None:
+        failures = ledger.failures.get(job, 0)
+        if flight is None and last is None and not failures:
             self.put(DEMAND + job, None)
             return
         self.put(
             DEMAND + job,
-            {
-                "victims": sorted(flight.victims) if flight else [],
-                "deadline": flight.deadline if flight else None,
-                "decided_at": flight.decided_at if flight else None,
-                "last_round": last,
-            },
+            DemandRecord(
+                victims=tuple(sorted(flight.victims)) if flight else (),
+                deadline=flight.deadline if flight else None,
+                decided_at=flight.decided_at if flight else None,
+                last_round=last,
+                failures=failures,
+            ),
         )
 
     def release(self, job: str, reason: str) -> None:
         """End ``job``'s hold on its GPUs, if it has one, and say so to the enforcers."""
-        held = self.view.get(RESERVATION + job)
+        held = self.view.typed(RESERVATION + job, ReservationRecord)
         if held is None:
             return
         self.put(RESERVATION + job, None)
@@ -198,9 +246,9 @@ class _Step:
             Reservation(
                 job=job,
                 state=ReservationState.RELEASED,
-                nodes=dict(held["nodes"]),
-                until=held["until"],
-                decision_id=held.get("decision", ""),
+                nodes=dict(held.nodes),
+                until=held.until,
+                decision_id=held.decision,
                 reason=reason,
                 at=self.now,
             )
@@ -219,7 +267,7 @@ class _Step:
     ) -> None:
         if ALERT + alert_id in self.view:
             return  # raised before: a replay or a repeat raises nothing new
-        self.put(ALERT + alert_id, {"kind": kind.value, "raised_at": self.now, "job": job})
+        self.put(ALERT + alert_id, AlertRecord(kind=kind.value, raised_at=self.now, job=job))
         self.alerts.append(
             Alert(
                 alert_id=alert_id,
@@ -252,8 +300,9 @@ def step(
 ) -> Outcome:
     """Apply one input message and decide; see the module docstring."""
     s = _Step(records, origin, config)
-    s.now = max(float(s.view.get(CLOCK, 0.0)), message_time(message))
-    s.put(CLOCK, s.now)
+    clock = s.view.typed(CLOCK, ClockRecord)
+    s.now = max(clock.now if clock else 0.0, message_time(message))
+    s.put(CLOCK, ClockRecord(now=s.now))
     if isinstance(message, KubeEvent):
         _apply_kube_event(s, message)
     elif isinstance(message, JobProgress):
@@ -274,6 +323,8 @@ def step(
             f"cannot build a valid snapshot: {explain_validation_error(exc)}",
             severity="critical",
         )
+    if isinstance(message, Tick):
+        _forget(s)
     return Outcome(
         s.writes,
         tuple(s.decisions),
@@ -302,26 +353,33 @@ def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
         s.put(key, None)
         return
     config = s.config
+    record: RecordModel
     try:
         if event.kind is KubeKind.NODE:
-            record = kube_facts.node_record(
-                event.object, rack_label=config.rack_label, nvlink_label=config.nvlink_label
+            record = NodeRecord.model_validate(
+                kube_facts.node_record(
+                    event.object, rack_label=config.rack_label, nvlink_label=config.nvlink_label
+                )
             )
         elif event.kind is KubeKind.POD:
-            record = kube_facts.pod_record(event.object)
+            record = PodRecord.model_validate(kube_facts.pod_record(event.object))
         elif event.kind is KubeKind.POD_GROUP:
-            record = kube_facts.pod_group_record(event.object)
+            record = GroupRecord.model_validate(kube_facts.pod_group_record(event.object))
         elif event.kind is KubeKind.JOB:
-            record = kube_facts.volcano_job_record(event.object)
+            record = VJobRecord.model_validate(kube_facts.volcano_job_record(event.object))
         else:
-            record = kube_facts.queue_record(event.object)
+            record = QueueRecord.model_validate(kube_facts.queue_record(event.object))
     except kube_facts.FactError as exc:
         raise InputRejected(f"{event.kind.value} {event.name}: {exc}") from None
+    except ValidationError as exc:
+        raise InputRejected(
+            f"{event.kind.value} {event.name}: {explain_validation_error(exc)}"
+        ) from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputRejected(f"{event.kind.value} {event.name}: unreadable object ({exc})") from None
     s.put(key, record)
-    if event.kind is KubeKind.POD_GROUP and record["phase"] == "Running":
-        _job_placed(s, f"{record['namespace']}/{record['job']}")
+    if isinstance(record, GroupRecord) and record.phase == "Running":
+        _job_placed(s, f"{record.namespace}/{record.job}")
 
 
 def _job_placed(s: _Step, job: str) -> None:
@@ -331,34 +389,42 @@ def _job_placed(s: _Step, job: str) -> None:
     s.release(job, "placed by Volcano")
     if SUSPENDED + job in s.view:
         s.put(SUSPENDED + job, None)
-    if s.view.get(EVICTIONS + job):
+    if EVICTIONS + job in s.view:
         # Running again after an eviction: the cycle detector's cue.
         s.save_guard(s.guard().observe_resume(job, s.now))
 
 
 def _apply_progress(s: _Step, progress: JobProgress) -> None:
     key = PROGRESS + progress.job
-    old = s.view.get(key)
-    if old is not None and old["updated_at"] >= progress.updated_at:
+    old = s.view.typed(key, ProgressRecord)
+    if old is not None and old.updated_at >= progress.updated_at:
         return  # a redelivered or older summary
-    s.put(key, progress.model_dump(mode="json", exclude={"v", "forwarded_at"}))
+    s.put(key, ProgressRecord.model_validate(progress.model_dump(exclude={"v", "forwarded_at"})))
+
+
+def _find_yield(s: _Step, job: str, command_id: str) -> tuple[str, YieldRecord] | None:
+    prefix = f"{YIELD}{job}/"
+    for tail, record in s.view.typed_prefix(prefix, YieldRecord):
+        if any(c.command_id == command_id for c in record.commands):
+            return prefix + tail, record
+    return None
 
 
 def _apply_ack(s: _Step, ack: YieldAck) -> None:
-    record = s.view.get(COMMAND + ack.command_id)
-    if record is None or record["status"] != "issued":
-        return  # unknown, or acknowledged before: nothing changes twice
-    s.put(
-        COMMAND + ack.command_id,
-        {**record, "status": "acked", "outcome": ack.outcome.value, "acked_at": s.now},
-    )
-    job = record["job"]
-    _release_command(s, job, ack.command_id)
+    found = _find_yield(s, ack.job, ack.command_id)
+    if found is None:
+        return  # unknown (or forgotten after its retention): nothing to apply
+    key, record = found
+    acked = yields.acknowledge(record, ack.command_id, ack.outcome, s.now)
+    if acked is None:
+        return  # acknowledged before: nothing changes twice
+    job = record.job
+    _save_yield(s, key, record, acked.value)
     if ack.outcome is YieldOutcome.HARD_KILLED:
         s.alert(
             derive_id("hard-killed", ack.command_id),
             AlertKind.YIELD_HARD_KILLED,
-            f"{job} did not checkpoint within {record['grace_s']:.0f} s on {ack.node} and was "
+            f"{job} did not checkpoint within {record.grace_s:.0f} s on {ack.node} and was "
             f"killed ({ack.gpu_seconds_lost:.0f} GPU-seconds lost)",
             job=job,
             details={"command_id": ack.command_id, "node": ack.node},
@@ -372,62 +438,52 @@ def _apply_ack(s: _Step, ack: YieldAck) -> None:
             severity="critical",
             details={"command_id": ack.command_id, "node": ack.node},
         )
-    elif record["whole_job"] and ack.outcome is not YieldOutcome.RESUMED:
+    elif record.whole_job and ack.outcome is not YieldOutcome.RESUMED:
+        _suspended(s, record, ack)
+
+
+def _suspended(s: _Step, record: YieldRecord, ack: YieldAck) -> None:
+    """The whole job yielded (an ack of one of its nodes): it waits to resume."""
+    key = SUSPENDED + record.job
+    old = s.view.typed(key, SuspendedRecord)
+    if old is not None and old.decision == record.decision:
         s.put(
-            SUSPENDED + job,
-            {
-                "since": s.now,
-                "decision": record["decision_id"],
-                "checkpoint_step": ack.checkpoint_step,
-            },
+            key,
+            old.model_copy(
+                update={
+                    "checkpoint_step": ack.checkpoint_step
+                    if ack.checkpoint_step is not None
+                    else old.checkpoint_step,
+                    "nodes": tuple(sorted({*old.nodes, ack.node})),
+                }
+            ),
         )
-
-
-def _release_command(s: _Step, job: str, command_id: str) -> None:
-    """One of ``job``'s yields ended: its demand stops waiting on it once all have.
-
-    The pods stay marked as leaving until the watch shows them gone (the ack
-    and the pod deletion travel on different topics, in either order), so the
-    next round never plans with GPUs that are not free yet, nor evicts the
-    same pods twice.
-    """
-    leaving = s.view.get(LEAVING + job)
-    if leaving is None or command_id not in leaving["commands"]:
         return
-    rest = [c for c in leaving["commands"] if c != command_id]
-    if rest:
-        s.put(LEAVING + job, {**leaving, "commands": rest})
-        return
-    s.put(LEAVING + job, {**leaving, "commands": [], "settled_at": s.now})
-    _pods_left(s, job)
+    s.put(
+        key,
+        SuspendedRecord(
+            since=s.now,
+            decision=record.decision,
+            checkpoint_step=ack.checkpoint_step,
+            nodes=yields.nodes(record),
+        ),
+    )
 
 
-def _pods_left(s: _Step, job: str) -> None:
-    """Once a settled yield's pods are gone, its demand stops waiting on it."""
-    leaving = s.view.get(LEAVING + job)
-    if leaving is None or leaving["commands"]:
-        return
-    if not _pods_gone(s, job, leaving["pods"]) and s.now - leaving["settled_at"] <= (
-        LEAVING_LIMIT_S
-    ):
-        return
-    s.put(LEAVING + job, None)
-    preemptor = leaving.get("preemptor")
-    if preemptor is not None:
-        s.save_ledger(preemptor, s.ledger(preemptor).acknowledged(preemptor, job))
+def _save_yield(s: _Step, key: str, old: YieldRecord, new: YieldRecord) -> None:
+    """Write a yield that moved, and once it is done, stop its demand waiting on it."""
+    new = yields.observe_pods(new, _pods_gone(s, new), s.now, LEAVING_LIMIT_S)
+    s.put(key, new)
+    if new.done_at is not None and old.done_at is None and new.preemptor is not None:
+        preemptor = new.preemptor
+        s.save_ledger(preemptor, s.ledger(preemptor).acknowledged(preemptor, new.job))
 
 
-LEAVING_LIMIT_S = 600.0
-"""A settled yield whose pods the watch still shows after this long is no
-longer treated as leaving (the watch may have missed a deletion; a relist
-will correct the records either way)."""
-
-
-def _pods_gone(s: _Step, job: str, pods: list[str]) -> bool:
-    namespace = job.split("/", 1)[0]
-    for name in pods:
-        record = s.view.get(f"{POD}{namespace}/{name}")
-        if record is not None and record["phase"] not in cluster.TERMINAL_POD_PHASES:
+def _pods_gone(s: _Step, record: YieldRecord) -> bool:
+    namespace = record.job.split("/", 1)[0]
+    for name in yields.leaving_pods(record):
+        pod = s.view.typed(f"{POD}{namespace}/{name}", PodRecord)
+        if pod is not None and pod.phase not in cluster.TERMINAL_POD_PHASES:
             return False
     return True
 
@@ -436,30 +492,26 @@ def _pods_gone(s: _Step, job: str, pods: list[str]) -> bool:
 
 
 def _housekeeping(s: _Step) -> None:
-    for key, record in list(s.view.with_prefix(LEAVING)):
-        for command_id in list(record["commands"]):
-            command = s.view[COMMAND + command_id]
-            if command["status"] != "issued":
-                continue
-            if s.now <= command["deadline"] + s.config.ack_slack_s:
-                continue
-            s.put(COMMAND + command_id, {**command, "status": "expired"})
-            job = key[len(LEAVING) :]
+    for tail, record in list(s.view.typed_prefix(YIELD, YieldRecord)):
+        key = YIELD + tail
+        if record.done_at is not None:
+            if yields.forgettable(record, s.now, s.config.yield_retention_s):
+                s.put(key, None)
+            continue
+        new, expired = yields.expire(record, s.now, s.config.ack_slack_s)
+        for command in expired:
             s.alert(
-                derive_id("deadline-missed", command_id),
+                derive_id("deadline-missed", command.command_id),
                 AlertKind.YIELD_DEADLINE_MISSED,
-                f"no acknowledgement from {command['node']} for the yield of {job} "
-                f"{s.now - command['deadline']:.0f} s after its deadline",
-                job=job,
-                details={"command_id": command_id, "node": command["node"]},
+                f"no acknowledgement from {command.node} for the yield of {record.job} "
+                f"{s.now - record.deadline:.0f} s after its deadline",
+                job=record.job,
+                details={"command_id": command.command_id, "node": command.node},
             )
-            _release_command(s, job, command_id)
-    for key, record in list(s.view.with_prefix(LEAVING)):
-        if record.get("settled_at") is not None:
-            _pods_left(s, key[len(LEAVING) :])
-    for key, reservation in list(s.view.with_prefix(RESERVATION)):
-        if reservation["until"] <= s.now:
-            s.release(key[len(RESERVATION) :], "expired before the job was placed")
+        _save_yield(s, key, record, new)
+    for job, reservation in list(s.view.typed_prefix(RESERVATION, ReservationRecord)):
+        if reservation.until <= s.now:
+            s.release(job, "expired before the job was placed")
 
 
 # -- 3. decisions ----------------------------------------------------------
@@ -477,12 +529,35 @@ def _demands(views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
     )
 
 
+def _waits_for_its_round(s: _Step, job: str, yielding_for: frozenset[str]) -> bool:
+    """A preemptor whose victims' pods are still leaving, or whose freed GPUs are still
+    held for it, waits for them instead of planning a second round.
+
+    Planning again while the first round's GPUs are on their way (a slow
+    checkpoint, a late ack) would evict a second set of victims for the same
+    shortage; planning again while its GPUs are held for it would do the same
+    when someone else was placed on them (nothing enforced the hold): 32 GPUs
+    yielded for 16. It plans again once its hold expires (``reservation_s``).
+    """
+    if job in yielding_for:
+        return True
+    hold = s.view.typed(RESERVATION + job, ReservationRecord)
+    return hold is not None and hold.until > s.now
+
+
 def _decide(s: _Step) -> None:
     plans = 0
     views = cluster.jobs(s.view, s.config)
+    yielding_for = frozenset(
+        y.preemptor
+        for _, y in s.view.typed_prefix(YIELD, YieldRecord)
+        if y.done_at is None and y.preemptor is not None
+    )
     for demand in _demands(views):
         if plans >= s.config.max_plans_per_step:
             break
+        if _waits_for_its_round(s, demand.name, yielding_for):
+            continue
         ledger = s.ledger(demand.name)
         if not ledger.may_plan(demand.name, s.now):
             continue
@@ -520,7 +595,7 @@ def _nominate(s: _Step, job: str, snapshot: Snapshot, result: Plan, decision_id:
     for pod, node in result.placement.items():
         nominated[node] = nominated.get(node, 0) + gpus_of.get(pod, 0)
     until = s.now + s.config.reservation_s
-    s.put(RESERVATION + job, {"nodes": nominated, "until": until, "decision": decision_id})
+    s.put(RESERVATION + job, ReservationRecord(nodes=nominated, until=until, decision=decision_id))
     s.reservations.append(
         Reservation(
             job=job,
@@ -543,6 +618,7 @@ def _issue(
     guard = s.guard()
     ids: list[str] = []
     deadline = s.now
+    window = s.config.policy.eviction_window_s
     for victim in result.victims:
         by_node: dict[str, list[str]] = {}
         for pod in victim.pods:
@@ -550,9 +626,8 @@ def _issue(
             if node is not None:
                 # the snapshot writes a name two namespaces share as namespace/name
                 by_node.setdefault(node, []).append(pod.rsplit("/", 1)[-1])
-        job_commands: list[str] = []
-        for node in sorted(by_node):
-            command = YieldCommand(
+        commands = [
+            YieldCommand(
                 command_id=derive_id(decision_id, victim.job, node),
                 decision_id=decision_id,
                 action=CommandAction.YIELD,
@@ -566,38 +641,22 @@ def _issue(
                 deadline=s.now + victim.grace_s,
                 reason=victim.reason,
             )
-            deadline = max(deadline, command.deadline)
-            s.commands.append(command)
-            job_commands.append(command.command_id)
+            for node in sorted(by_node)
+        ]
+        if commands:
+            s.commands.extend(commands)
+            deadline = max(deadline, *(c.deadline for c in commands))
             s.put(
-                COMMAND + command.command_id,
-                {
-                    "decision_id": decision_id,
-                    "preemptor": preemptor,
-                    "job": victim.job,
-                    "node": node,
-                    "pods": list(command.pods),
-                    "whole_job": victim.whole_job,
-                    "grace_s": victim.grace_s,
-                    "deadline": command.deadline,
-                    "status": "issued",
-                },
+                yield_key(victim.job, decision_id),
+                yields.issue(commands, preemptor=preemptor, whole_job=victim.whole_job),
             )
-        previous = s.view.get(LEAVING + victim.job) or {"commands": [], "pods": []}
-        s.put(
-            LEAVING + victim.job,
-            {
-                "decision": decision_id,
-                "preemptor": preemptor,
-                "commands": [*previous["commands"], *job_commands],
-                "pods": sorted({*previous["pods"], *(p.rsplit("/", 1)[-1] for p in victim.pods)}),
-            },
-        )
-        s.put(EVICTIONS + victim.job, [*s.view.get(EVICTIONS + victim.job, []), s.now])
+        old = s.view.typed(EVICTIONS + victim.job, EvictionsRecord)
+        recent = tuple(t for t in (old.at if old else ()) if 0 <= s.now - t <= window)
+        s.put(EVICTIONS + victim.job, EvictionsRecord(at=(*recent, s.now)))
         guard, incidents = guard.observe_eviction(victim.job, preemptor, s.now)
         for incident in incidents:
             s.livelock(incident)
-        ids.extend(job_commands)
+        ids.extend(c.command_id for c in commands)
     s.save_guard(guard)
     victims = frozenset(v.job for v in result.victims)
     s.save_ledger(preemptor, ledger.decided(preemptor, victims, s.now, deadline))
@@ -617,54 +676,156 @@ def _issue(
 # -- 4. resume -------------------------------------------------------------
 
 
+def _resume_rank(view: cluster.JobView, record: SuspendedRecord) -> tuple[float, int, float, str]:
+    """Heaviest first: priority, then the GPUs it needs (a big gang is the hardest to fit
+    and the first that smaller resumes would starve), then the longest suspended."""
+    return (-view.priority, -cluster.gang_gpus(view), record.since, view.name)
+
+
 def _resume(s: _Step) -> None:
-    suspended = [k[len(SUSPENDED) :] for k, _ in s.view.with_prefix(SUSPENDED)]
+    suspended = dict(s.view.typed_prefix(SUSPENDED, SuspendedRecord))
     if not suspended:
         return
     views = cluster.jobs(s.view, s.config)
     waiting = [v.priority for v in _demands(views)]
     guard = s.guard()
     candidates = sorted(
-        (views[name] for name in suspended if name in views),
-        key=lambda v: (-v.priority, v.name),
+        (
+            (views[name], record)
+            for name, record in suspended.items()
+            if name in views
+            and views[name].state is JobState.SUSPENDED
+            and record.resume_issued is None
+        ),
+        key=lambda vr: _resume_rank(*vr),
     )
-    for view in candidates:
-        if view.state is not JobState.SUSPENDED:
-            continue
-        record = s.view[SUSPENDED + view.name]
-        not_before = record["since"] + guard.resume_delay(view.name, s.now)
-        if record.get("resume_issued"):
-            continue
+    held: dict[str, int] = {}  # free GPUs set aside for heavier suspended jobs that do not fit yet
+    plans = 0
+    for view, record in candidates:
+        not_before = record.since + guard.resume_delay(view.name, s.now)
         if not may_resume(view.priority, s.now, not_before, waiting):
+            _capacity(s, view, record, None)
             continue
-        snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config)
+        if not view.pods:
+            # Nothing known to place (its Volcano Job unseen, its pods only on their way
+            # out): a resume could be addressed to no node that will run it.
+            continue
+        if plans >= s.config.max_plans_per_step:
+            break
+        plans += 1
+        snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config, held=held)
         result = plan(snapshot, view.name, budget=s.config.planner_budget, explain=True)
-        if not result.feasible or result.victims:
-            continue
-        decision_id = derive_id("resume", s.origin, view.name)
-        node = min(result.placement.values()) if result.placement else ""
-        command = YieldCommand(
-            command_id=derive_id(decision_id, view.name, "resume"),
+        if result.feasible and not result.victims and result.placement:
+            _issue_resume(s, view, record, snapshot, result, guard)
+            return  # one resume per step: the next step sees its GPUs as nominated
+        _capacity(s, view, record, snapshot)
+        for node, gpus in cluster.hold_for(snapshot, view).items():
+            held[node] = held.get(node, 0) + gpus
+
+
+def _issue_resume(
+    s: _Step,
+    view: cluster.JobView,
+    record: SuspendedRecord,
+    snapshot: Snapshot,
+    result: Plan,
+    guard: LivelockGuard,
+) -> None:
+    """Resume ``view``'s job, addressed to the agent of a node its pods will run on.
+
+    Any node agent can resume a Volcano Job (it is one API call), but only one
+    on a real node consumes the command: the first node of the placement
+    (the planner found one, or no resume is issued at all).
+    """
+    decision_id = derive_id("resume", s.origin, view.name)
+    node = min(result.placement.values())
+    command = YieldCommand(
+        command_id=derive_id(decision_id, view.name, "resume"),
+        decision_id=decision_id,
+        action=CommandAction.RESUME,
+        node=node,
+        job=view.name,
+        issued_at=s.now,
+        deadline=s.now + s.config.policy.grace_s,
+        reason="fits again without evicting anyone; resumes from its last checkpoint",
+    )
+    s.commands.append(command)
+    s.put(
+        SUSPENDED + view.name,
+        record.model_copy(
+            update={"resume_issued": s.now, "resume_node": node, "capacity_since": None}
+        ),
+    )
+    _nominate(s, view.name, snapshot, result, decision_id)
+    s.save_guard(guard.observe_resume(view.name, s.now))
+    s.decisions.append(
+        Decision(
             decision_id=decision_id,
-            action=CommandAction.RESUME,
-            node=node or "cluster",
+            demand=view.name,
+            decided_at=s.now,
+            snapshot=snapshot,
+            plan=result,
+            commands=(command.command_id,),
+        )
+    )
+
+
+def _capacity(
+    s: _Step, view: cluster.JobView, record: SuspendedRecord, snapshot: Snapshot | None
+) -> None:
+    """Track how long the GPUs a resumable job needs have been free without it resuming.
+
+    ``snapshot`` is None when the job may not resume now (its backoff, or a
+    heavier job waits): the capacity is not its to take, and the clock stops.
+    """
+    need = cluster.gang_gpus(view)
+    free = cluster.free_gpus(snapshot) if snapshot is not None else 0
+    if snapshot is None or free < need:
+        if record.capacity_since is not None:
+            s.put(SUSPENDED + view.name, record.model_copy(update={"capacity_since": None}))
+        return
+    since = record.capacity_since
+    if since is None:
+        s.put(SUSPENDED + view.name, record.model_copy(update={"capacity_since": s.now}))
+        return
+    if s.now - since >= s.config.resume_starved_s:
+        s.alert(
+            derive_id("resume-starved", view.name, str(record.since)),
+            AlertKind.RESUME_STARVED,
+            f"{view.name} has been suspended {s.now - record.since:.0f} s; {free} GPUs have been "
+            f"free for {s.now - since:.0f} s, enough for its {need}, but they are fragmented "
+            "across nodes (or held for heavier jobs), so it cannot resume",
             job=view.name,
-            issued_at=s.now,
-            deadline=s.now + s.config.policy.grace_s,
-            reason="fits again without evicting anyone; resumes from its last checkpoint",
+            details={"free_gpus": free, "needs_gpus": need, "suspended_since": record.since},
         )
-        s.commands.append(command)
-        s.put(SUSPENDED + view.name, {**record, "resume_issued": s.now})
-        _nominate(s, view.name, snapshot, result, decision_id)
-        s.save_guard(guard.observe_resume(view.name, s.now))
-        s.decisions.append(
-            Decision(
-                decision_id=decision_id,
-                demand=view.name,
-                decided_at=s.now,
-                snapshot=snapshot,
-                plan=result,
-                commands=(command.command_id,),
-            )
-        )
-        return  # one resume per step: the next step sees its GPUs as nominated
+
+
+# -- 5. retention ------------------------------------------------------------
+
+
+def _forget(s: _Step) -> None:
+    """Delete what no later decision can need (on ticks: time passing is what ages them)."""
+    config = s.config
+    now = s.now
+    for alert_id, alert in list(s.view.typed_prefix(ALERT, AlertRecord)):
+        if now - alert.raised_at > config.alert_retention_s:
+            s.put(ALERT + alert_id, None)
+    window = config.policy.eviction_window_s
+    for job, evictions in list(s.view.typed_prefix(EVICTIONS, EvictionsRecord)):
+        recent = tuple(t for t in evictions.at if 0 <= now - t <= window)
+        if len(recent) != len(evictions.at):
+            s.put(EVICTIONS + job, EvictionsRecord(at=recent) if recent else None)
+    if GUARD in s.view:
+        s.save_guard(s.guard().pruned(now))
+    known = cluster.known_jobs(s.view)
+    stale = now - config.forget_after_s
+    for job, progress in list(s.view.typed_prefix(PROGRESS, ProgressRecord)):
+        if job not in known and progress.updated_at < stale:
+            s.put(PROGRESS + job, None)
+    for job, suspended in list(s.view.typed_prefix(SUSPENDED, SuspendedRecord)):
+        if job not in known and max(suspended.since, suspended.resume_issued or 0.0) < stale:
+            s.put(SUSPENDED + job, None)
+    for job, demand in list(s.view.typed_prefix(DEMAND, DemandRecord)):
+        newest = max(demand.last_round or 0.0, demand.decided_at or 0.0)
+        if job not in known and newest < stale:
+            s.put(DEMAND + job, None)

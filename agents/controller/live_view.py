@@ -15,14 +15,20 @@ from gpuyield.agents.controller import cluster
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
-    COMMAND,
     DEMAND,
     EVICTIONS,
     PROGRESS,
     RESERVATION,
     SUSPENDED,
+    YIELD,
+    AlertRecord,
+    DemandRecord,
+    EvictionsRecord,
     Overlay,
+    ProgressRecord,
     Record,
+    ReservationRecord,
+    YieldRecord,
 )
 from gpuyield.agents.planner import effective_weight
 from gpuyield.schemas import Job, JobState
@@ -37,11 +43,11 @@ def live_view(
     policy = config.policy
     jobs = []
     for job in cluster.jobs(view, config).values():
-        progress = view.get(PROGRESS + job.name) or {}
+        record = view.typed(PROGRESS + job.name, ProgressRecord)
+        progress = record.dump() if record else {}
+        evicted = view.typed(EVICTIONS + job.name, EvictionsRecord)
         evictions = [
-            e
-            for e in view.get(EVICTIONS + job.name, [])
-            if 0 <= now - e <= policy.eviction_window_s
+            e for e in (evicted.at if evicted else ()) if 0 <= now - e <= policy.eviction_window_s
         ]
         model = Job(
             name=job.name,
@@ -79,19 +85,36 @@ def live_view(
                 "leaving_gpus": sum(p.gpus for p in job.leaving),
             }
         )
-    demands = [{"job": key[len(DEMAND) :], **record} for key, record in view.with_prefix(DEMAND)]
+    demands = [
+        {"job": job, **record.dump()} for job, record in view.typed_prefix(DEMAND, DemandRecord)
+    ]
     yields = [
-        {"command_id": key[len(COMMAND) :], **record}
-        for key, record in view.with_prefix(COMMAND)
-        if record["status"] == "issued"
+        {
+            "command_id": command.command_id,
+            "decision_id": y.decision,
+            "preemptor": y.preemptor,
+            "job": y.job,
+            "node": command.node,
+            "pods": list(command.pods),
+            "whole_job": y.whole_job,
+            "grace_s": y.grace_s,
+            "deadline": y.deadline,
+            "status": command.status,
+        }
+        for _, y in view.typed_prefix(YIELD, YieldRecord)
+        for command in y.commands
+        if command.status == "issued"
     ]
     reservations = [
-        {"job": key[len(RESERVATION) :], **record}
-        for key, record in view.with_prefix(RESERVATION)
-        if record["until"] > now
+        {"job": job, **record.dump()}
+        for job, record in view.typed_prefix(RESERVATION, ReservationRecord)
+        if record.until > now
     ]
     alerts = sorted(
-        ({"alert_id": key[len(ALERT) :], **record} for key, record in view.with_prefix(ALERT)),
+        (
+            {"alert_id": alert_id, **record.dump()}
+            for alert_id, record in view.typed_prefix(ALERT, AlertRecord)
+        ),
         key=lambda a: a["raised_at"],
     )[-RECENT_ALERTS:]
     return {

@@ -1,19 +1,27 @@
-"""The decider's state: JSON records under string keys, as its Faust table holds them.
+"""The decider's state: one typed record per key, stored as JSON in its Faust table.
 
-One record per watched object, per job's progress, per issued command, per
-demand, and a few cluster-wide ones. A step never changes a record in place:
-it returns the records it writes (``None`` deletes), the worker assigns them
-to the table (Faust persists only reassigned values) and the next step reads
-them back. ``Overlay`` lets a step read its own writes before they land.
+One record per watched object, per job's progress, per yield, per demand,
+and a few cluster-wide ones. Each kind of record has one frozen model below
+(``KINDS`` maps each key prefix to it): the table holds the model's JSON
+(``RecordModel.dump``), and the step reads it back through the model, so a
+field cannot be dropped on the way (every model forbids unknown fields, and
+``tests/controller/test_records.py`` round-trips each one through JSON).
+
+A step never changes a record in place: it returns the records it writes
+(``None`` deletes), the worker assigns them to the table (Faust persists
+only reassigned values) and the next step reads them back. ``Overlay`` lets
+a step read its own writes before they land, parsing each record once.
 """
 
 from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal, TypeVar
 
-Record = Any  # a JSON-able value: dict, list, number, string
+from pydantic import BaseModel, ConfigDict, Field
+
+Record = Any  # a JSON-able value: what the table stores (a record's ``dump``)
 Writes = dict[str, Record | None]
 
 NODE = "node/"
@@ -23,8 +31,7 @@ VJOB = "vjob/"
 QUEUE = "queue/"
 PROGRESS = "progress/"
 EVICTIONS = "evictions/"
-COMMAND = "command/"
-LEAVING = "leaving/"
+YIELD = "yield/"
 SUSPENDED = "suspended/"
 RESERVATION = "reservation/"
 DEMAND = "demand/"
@@ -33,13 +40,243 @@ GUARD = "guard"
 CLOCK = "clock"
 
 
+class RecordModel(BaseModel):
+    """A record as the decider reads and writes it: frozen, and nothing unknown accepted."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+# -- watched objects (kube_facts translates the API objects into these) -------
+
+
+class NodeRecord(RecordModel):
+    gpus: int = Field(ge=0)
+    schedulable: bool
+    rack: str | None = None
+    nvlink: str | None = None
+
+
+class PodRecord(RecordModel):
+    namespace: str
+    job: str | None
+    group: str | None
+    gpus: int = Field(ge=0)
+    node: str | None
+    phase: str
+    terminating: bool
+    unschedulable: bool
+    priority: int | None = None
+    priority_class: str | None = None
+    started_at: float | None = None
+    preemptable: bool = True
+    uid: str | None = None
+
+
+class GroupRecord(RecordModel):
+    """A PodGroup."""
+
+    namespace: str
+    job: str
+    queue: str
+    min_member: int | None
+    priority_class: str | None = None
+    phase: str
+    unschedulable: bool
+    created_at: float | None = None
+    preemptable: bool = True
+
+
+class TaskRecord(RecordModel):
+    name: str
+    replicas: int = Field(ge=0)
+    gpus_per_pod: int = Field(ge=0)
+
+
+class VJobRecord(RecordModel):
+    """A Volcano Job."""
+
+    namespace: str
+    queue: str
+    min_available: int | None
+    priority_class: str | None = None
+    phase: str
+    tasks: tuple[TaskRecord, ...]
+    created_at: float | None = None
+    preemptable: bool = True
+    uid: str | None = None
+
+
+class QueueRecord(RecordModel):
+    weight: float
+    capability: int | None = Field(ge=0)
+    guarantee: int = Field(ge=0)
+    reclaimable: bool
+    parent: str | None = None
+
+
+# -- what the decider learns and decides ----------------------------------------
+
+
+class ProgressRecord(RecordModel):
+    """A job's progress summary (``JobProgress`` without its envelope)."""
+
+    job: str
+    step: int = Field(ge=0)
+    progress: float = Field(ge=0, le=1)
+    step_rate: float = Field(0.0, ge=0)
+    last_checkpoint_step: int | None = None
+    last_checkpoint_at: float | None = None
+    checkpoint_interval_s: float | None = None
+    first_seen_at: float
+    updated_at: float
+
+
+class EvictionsRecord(RecordModel):
+    """When a job was evicted, inside the eviction window (older times are dropped)."""
+
+    at: tuple[float, ...]
+
+
+CommandStatus = Literal["issued", "acked", "expired"]
+
+
+class CommandRecord(RecordModel):
+    """One yield command of a yield (one node's pods), as part of its ``YieldRecord``."""
+
+    command_id: str
+    node: str
+    pods: tuple[str, ...]
+    status: CommandStatus = "issued"
+    outcome: str | None = None
+    acked_at: float | None = None
+
+
+class YieldRecord(RecordModel):
+    """One victim's yield for one decision; ``agents.controller.yields.Yield`` is its logic."""
+
+    decision: str
+    preemptor: str | None
+    job: str
+    whole_job: bool
+    grace_s: float
+    issued_at: float
+    deadline: float
+    commands: tuple[CommandRecord, ...]
+    settled_at: float | None = None
+    done_at: float | None = None
+
+
+class SuspendedRecord(RecordModel):
+    """A job gpuyield suspended, until Volcano runs it again."""
+
+    since: float
+    decision: str
+    checkpoint_step: int | None = None
+    nodes: tuple[str, ...] = ()
+    """Where it yielded: the nodes a resume may be addressed to."""
+    resume_issued: float | None = None
+    resume_node: str | None = None
+    capacity_since: float | None = None
+    """Since when, without a break, the GPUs it needs were free and it did not resume."""
+
+
+class ReservationRecord(RecordModel):
+    """GPUs held for a preemptor or a resumed job (see ``Outcome.reservations``)."""
+
+    nodes: dict[str, int]
+    until: float
+    decision: str = ""
+
+
+class DemandRecord(RecordModel):
+    """One preemptor's round (``DemandLedger``'s entries for it)."""
+
+    victims: tuple[str, ...] = ()
+    deadline: float | None = None
+    decided_at: float | None = None
+    last_round: float | None = None
+    failures: int = Field(0, ge=0)
+    """Rounds in a row that found no plan: the retry backoff's exponent."""
+
+
+class AlertRecord(RecordModel):
+    """An alert raised: kept so that a replay does not raise it again (see ``decider``)."""
+
+    kind: str
+    raised_at: float
+    job: str | None = None
+
+
+class EvictionEntry(RecordModel):
+    victim: str
+    by: str | None
+    at: float
+
+
+class GuardRecord(RecordModel):
+    """The ``LivelockGuard``'s memory, pruned to what its windows can still use."""
+
+    evictions: tuple[EvictionEntry, ...] = ()
+    resumed_at: dict[str, float] = Field(default_factory=dict)
+    reported: dict[str, float] = Field(default_factory=dict)
+
+
+class ClockRecord(RecordModel):
+    """The newest message time seen: the step's ``now`` never goes back."""
+
+    now: float
+
+
+KINDS: dict[str, type[RecordModel]] = {
+    NODE: NodeRecord,
+    POD: PodRecord,
+    GROUP: GroupRecord,
+    VJOB: VJobRecord,
+    QUEUE: QueueRecord,
+    PROGRESS: ProgressRecord,
+    EVICTIONS: EvictionsRecord,
+    YIELD: YieldRecord,
+    SUSPENDED: SuspendedRecord,
+    RESERVATION: ReservationRecord,
+    DEMAND: DemandRecord,
+    ALERT: AlertRecord,
+    GUARD: GuardRecord,
+    CLOCK: ClockRecord,
+}
+"""Every key prefix and the model of its records."""
+
+
+def model_of(key: str) -> type[RecordModel]:
+    """The model of the record under ``key``; KeyError for a key no kind owns."""
+    for prefix, model in KINDS.items():
+        if key == prefix or (prefix.endswith("/") and key.startswith(prefix)):
+            return model
+    raise KeyError(key)
+
+
+def load(key: str, raw: Record) -> RecordModel:
+    """The record under ``key``, read through its model (ValidationError when it does not fit)."""
+    return model_of(key).model_validate(raw)
+
+
+M = TypeVar("M", bound=RecordModel)
+
+
 class Overlay(Mapping[str, Record]):
-    """``base`` with ``writes`` applied on top, without copying ``base``."""
+    """``base`` with ``writes`` applied on top, without copying ``base``.
+
+    Raw access (``[]``, ``get``) gives the stored JSON; ``typed`` and
+    ``typed_prefix`` give the records' models, each parsed once per step.
+    """
 
     def __init__(self, base: Mapping[str, Record], writes: Writes) -> None:
         self.base = base
         self.writes = writes
         self._base_keys: list[str] | None = None
+        self._parsed: dict[str, tuple[Record, RecordModel]] = {}
 
     def __getitem__(self, key: str) -> Record:
         if key in self.writes:
@@ -65,8 +302,22 @@ class Overlay(Mapping[str, Record]):
             return self.writes[key] is not None
         return key in self.base
 
-    def with_prefix(self, prefix: str) -> Iterator[tuple[str, Record]]:
-        """Every live record whose key starts with ``prefix``, in key order."""
+    def typed(self, key: str, model: type[M]) -> M | None:
+        """The record under ``key`` as ``model``, or None when there is none."""
+        raw = self.get(key)
+        if raw is None:
+            return None
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] is raw:
+            value = cached[1]
+        else:
+            value = model.model_validate(raw)
+            self._parsed[key] = (raw, value)
+        assert isinstance(value, model)
+        return value
+
+    def keys_with_prefix(self, prefix: str) -> list[str]:
+        """Every live key that starts with ``prefix``, in key order."""
         if self._base_keys is None:
             # One pass over the (possibly large, table-backed) base per step;
             # every prefix lookup after that is a bisection.
@@ -76,5 +327,16 @@ class Overlay(Mapping[str, Record]):
         stop = bisect.bisect_left(base, prefix + "\U0010ffff")
         keys = {k for k in base[start:stop] if k not in self.writes}
         keys.update(k for k, v in self.writes.items() if v is not None and k.startswith(prefix))
-        for key in sorted(keys):
+        return sorted(keys)
+
+    def with_prefix(self, prefix: str) -> Iterator[tuple[str, Record]]:
+        """Every live record whose key starts with ``prefix``, in key order (raw JSON)."""
+        for key in self.keys_with_prefix(prefix):
             yield key, self[key]
+
+    def typed_prefix(self, prefix: str, model: type[M]) -> Iterator[tuple[str, M]]:
+        """Every live record under ``prefix`` as ``model``, with the key's tail, in key order."""
+        for key in self.keys_with_prefix(prefix):
+            value = self.typed(key, model)
+            if value is not None:
+                yield key[len(prefix) :], value

@@ -102,6 +102,24 @@ class LivelockGuard:
         resumed[job] = now
         return replace(self, resumed_at=resumed)
 
+    def pruned(self, now: float) -> LivelockGuard:
+        """The guard without what none of its rules can read any more at ``now`` or later.
+
+        An eviction outside the window counts for nothing, a report older than
+        the window no longer silences a new one, and a resume longer than
+        ``cycle_s`` ago cannot make a cycle: keeping them only grows the state.
+        """
+        evictions = self._recent(now)
+        resumed = {j: t for j, t in self.resumed_at.items() if now - t < self.cycle_s}
+        reported = {j: t for j, t in self.reported.items() if now - t <= self.window_s}
+        if (
+            len(evictions) == len(self.evictions)
+            and len(resumed) == len(self.resumed_at)
+            and len(reported) == len(self.reported)
+        ):
+            return self
+        return replace(self, evictions=evictions, resumed_at=resumed, reported=reported)
+
     def recent_evictions(self, job: str, now: float) -> int:
         return sum(1 for e in self._recent(now) if e.victim == job)
 

@@ -3,11 +3,8 @@
 Two agents and a timer:
 
 - ``progress``: heartbeats (keyed by job, many partitions) folded into the
-  ``progress`` table; a record that changed enough is forwarded to the
-  decider on ``gpuyield.job-progress``. Only forwarded records are written to
-  the table, so the changelog carries a few messages per job per minute, not
-  every heartbeat; a new owner after a rebalance starts from the last
-  forwarded record, at most a minute or a percent behind.
+  ``progress`` table in batches (``heartbeats.ProgressFolder``); a record that
+  changed enough is forwarded to the decider on ``gpuyield.job-progress``.
 - ``decider``: one stream of the single-partition topics (watch events, job
   progress, yield acks, ticks). Faust assigns co-subscribed topics with the
   same partition count together, so exactly one worker in the group owns
@@ -22,7 +19,9 @@ Two agents and a timer:
 
 Every message is read from raw bytes; one that does not decode, or that the
 core rejects, goes to ``gpuyield.dead-letters`` with its reason and origin,
-and the agent goes on.
+and the agent goes on. The agents only wire topics and tables to
+``shell.py`` (decide, apply the writes, publish in order) and
+``heartbeats.py``, which are tested without a broker.
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -39,10 +38,18 @@ import faust
 from faust.serializers import codecs
 from faust.types import EventT
 
-from gpuyield.agents.controller import progress as progress_rules
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input, InputRejected, step
+from gpuyield.agents.controller.decider import Input
 from gpuyield.agents.controller.live_view import live_view
+from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.shell import (
+    OutcomeSinks,
+    Send,
+    TableView,
+    apply_writes,
+    decide,
+    publish_outcome,
+)
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
@@ -174,7 +181,13 @@ def build_app(
         # faust derives a table's codec from its value type (json for anything
         # but bytes); set ours before the changelog topic is first built.
         cast(Any, table).value_serializer = RECORD_CODEC
-    latest: dict[str, JobProgress] = {}  # this worker's newest fold per job (not persisted)
+    folder = ProgressFolder(cast(Any, progress_table))
+    sinks = OutcomeSinks(
+        reservations=_sender(reservations),
+        decisions=_sender(decisions),
+        commands=_sender(commands),
+        alerts=_sender(alerts),
+    )
 
     async def reject(event: EventT[bytes], reason: str) -> None:
         message = event.message
@@ -196,34 +209,8 @@ def build_app(
         )
         await dead_letters.send(key=message.topic.encode(), value=encode(letter))
 
-    def fold_heartbeat(beat: Heartbeat) -> str | None:
-        """Fold one beat into this worker's newest record; the job, if it changed."""
-        stored_raw = progress_table.get(beat.job.encode())
-        base = latest.get(beat.job)
-        if base is None and stored_raw is not None:
-            base = JobProgress.model_validate(stored_raw)
-        folded = progress_rules.fold(base, beat)
-        if folded is None:
-            return None
-        latest[beat.job] = folded
-        return beat.job
-
-    def to_forward(job: str) -> JobProgress | None:
-        """The record to persist and forward, if the decider's copy is stale enough."""
-        stored_raw = progress_table.get(job.encode())
-        stored = None if stored_raw is None else JobProgress.model_validate(stored_raw)
-        folded = latest[job]
-        if not progress_rules.should_forward(stored, folded):
-            return None
-        forwarded = folded.model_copy(update={"forwarded_at": folded.updated_at})
-        progress_table[job.encode()] = forwarded.model_dump(mode="json")
-        return forwarded
-
     @app.agent(heartbeats)
     async def progress(stream: faust.StreamT[bytes]) -> None:
-        # Beats are taken in batches: a job that beat several times in one
-        # batch is forwarded (and its table record written) at most once, which
-        # is what lets one worker keep up with thousands of beats a second.
         batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.1)
         async for events in batches:
             changed: dict[str, None] = {}
@@ -234,17 +221,15 @@ def build_app(
                     await reject(event, str(exc))
                     continue
                 try:
-                    job = fold_heartbeat(beat)
+                    job = folder.fold(beat)
                 except Exception as exc:  # a bug must not stop the agent: keep the input
                     log.exception("progress failed on %s", beat.job)
                     await reject(event, f"internal error ({type(exc).__name__}): {exc}")
                     continue
                 if job is not None:
                     changed[job] = None
-            for job in changed:
-                forwarded = to_forward(job)
-                if forwarded is not None:
-                    await job_progress.send(key=job.encode(), value=encode(forwarded))
+            for forwarded in folder.forward_changed(changed):
+                await job_progress.send(key=forwarded.job.encode(), value=encode(forwarded))
 
     models: dict[str, type[Input]] = {
         p + KUBE_EVENTS: KubeEvent,
@@ -259,45 +244,20 @@ def build_app(
         async for event in stream.events():
             message = event.message
             origin = f"{message.topic}/{message.partition}/{message.offset}"
-            try:
-                parsed = decode(models[message.topic], event.value)
-                outcome = step(_TableView(decider_table), parsed, origin, config)
-            except (MessageError, InputRejected) as exc:
-                await reject(event, str(exc))
+            outcome = decide(decider_table, models[message.topic], event.value, origin, config)
+            if isinstance(outcome, str):
+                await reject(event, outcome)
                 continue
-            except Exception as exc:  # a bug must not stop the controller: keep the input
-                log.exception("decider failed on %s", origin)
-                await reject(event, f"internal error ({type(exc).__name__}): {exc}")
-                continue
-            for key, value in outcome.writes.items():
-                raw_key = key.encode()
-                if value is None:
-                    if raw_key in decider_table:
-                        del decider_table[raw_key]
-                else:
-                    decider_table[raw_key] = value
-            # Holds first: an enforcer applies a hold before the yields free its GPUs.
-            for held in outcome.reservations:
-                await reservations.send(key=held.job.encode(), value=encode(held))
-            for decision in outcome.decisions:
-                await decisions.send(key=decision.demand.encode(), value=encode(decision))
-            for command in outcome.commands:
-                await commands.send(key=command.node.encode(), value=encode(command))
-            for alert in outcome.alerts:
-                log.warning("alert %s: %s", alert.kind.value, alert.message)
-                await alerts.send(key=(alert.job or alert.kind.value).encode(), value=encode(alert))
-            if outcome.decisions:
-                log.info(
-                    "decided for %s: %d command(s)",
-                    ", ".join(d.demand for d in outcome.decisions),
-                    len(outcome.commands),
-                )
+            apply_writes(cast(Any, decider_table), outcome.writes)
+            # Reservations (enforced here, once an enforcer exists: publish_outcome's
+            # ``enforce``), then decisions, commands and alerts.
+            await publish_outcome(outcome, sinks)
             if publish_view is not None:
                 now = time.time()
                 if outcome.decisions or now - last_view[0] >= view_every_s:
                     last_view[0] = now
                     try:
-                        await publish_view(live_view(_TableView(decider_table), config, now), now)
+                        await publish_view(live_view(TableView(decider_table), config, now), now)
                     except Exception:
                         log.exception("could not publish the live view")
 
@@ -310,23 +270,8 @@ def build_app(
     return app
 
 
-class _TableView(Mapping[str, Any]):
-    """The decider table as the core's ``Mapping[str, Record]`` (keys are stored as bytes)."""
+def _sender(topic: faust.TopicT) -> Send:
+    async def send(key: bytes, value: bytes) -> None:
+        await topic.send(key=key, value=value)
 
-    def __init__(self, table: Any) -> None:
-        self.table = table
-
-    def __getitem__(self, key: str) -> Any:
-        value = self.table.get(key.encode())
-        if value is None:  # absent, or a deletion recovered from the changelog
-            raise KeyError(key)
-        return value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self.table.get(key.encode()) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        return (k.decode() for k, v in list(self.table.items()) if v is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+    return send

@@ -158,3 +158,47 @@ def event(obj: Obj, at: float, kind: KubeEventType = KubeEventType.ADDED) -> Kub
         object=obj,
         observed_at=at,
     )
+
+
+def volcano_job(
+    job: str,
+    *,
+    namespace: str = "default",
+    queue: str = "default",
+    replicas: int = 1,
+    gpus: int = 8,
+    min_available: int | None = None,
+    phase: str = "Running",
+) -> Obj:
+    """A batch.volcano.sh/v1alpha1 Job with one task of ``replicas`` pods (Aborted: suspended)."""
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {
+            "name": job,
+            "namespace": namespace,
+            "uid": f"uid-{job}",
+            "creationTimestamp": T0_RFC,
+        },
+        "spec": {
+            "queue": queue,
+            "minAvailable": replicas if min_available is None else min_available,
+            "tasks": [
+                {
+                    "name": "worker",
+                    "replicas": replicas,
+                    "template": {
+                        "spec": {
+                            "containers": [
+                                {
+                                    "name": "trainer",
+                                    "resources": {"limits": {"nvidia.com/gpu": str(gpus)}},
+                                }
+                            ]
+                        }
+                    },
+                }
+            ],
+        },
+        "status": {"state": {"phase": phase}},
+    }

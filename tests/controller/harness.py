@@ -7,8 +7,10 @@ from typing import Any
 
 from cluster_objects import T0, event, node, pod, pod_group, queue
 
+from gpuyield.agents.controller import yields
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
+from gpuyield.agents.controller.records import YIELD, YieldRecord
 from gpuyield.schemas.messages import (
     Alert,
     Decision,
@@ -54,6 +56,19 @@ class Controller:
 
     def tick(self, at: float) -> Outcome:
         return self.feed(Tick(at=at))
+
+    def yields_of(self, job: str) -> list[YieldRecord]:
+        """``job``'s yields in the table, oldest first."""
+        found = [
+            YieldRecord.model_validate(v)
+            for k, v in self.records.items()
+            if k.startswith(f"{YIELD}{job}/")
+        ]
+        return sorted(found, key=lambda y: y.issued_at)
+
+    def leaving(self, job: str) -> frozenset[str]:
+        """Pods of ``job`` the decider counts as on their way out."""
+        return frozenset().union(*(yields.leaving_pods(y) for y in self.yields_of(job)))
 
 
 NOW = T0 + 6 * 3600  # research has run six hours

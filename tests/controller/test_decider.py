@@ -159,10 +159,10 @@ def test_acknowledged_pods_count_as_leaving_until_the_watch_shows_them_gone() ->
     ack(c, 1, NOW + 41, YieldOutcome.CHECKPOINTED)
     c.tick(NOW + 100)  # the demand may plan again, but the pods still hold their GPUs
     assert len(c.decisions) == 1
-    assert "leaving/research/sweep-0" in c.records
+    assert c.leaving("research/sweep-0") == {"sweep-0-worker-0", "sweep-0-worker-1"}
     for k in range(2):
         c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 101)
-    assert "leaving/research/sweep-0" not in c.records
+    assert c.leaving("research/sweep-0") == frozenset()
     assert c.records["demand/prod/ft-llama"]["victims"] == []
 
 

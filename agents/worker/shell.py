@@ -1,0 +1,123 @@
+"""The decider agent's shell, outside Faust: one input's bytes to an outcome, applied and sent.
+
+``app.build_app`` wires these to topics and tables; each is a plain function
+(or a small class) over mappings and send callables, so its behaviour is
+tested without a broker (``tests/worker/test_shell.py``):
+
+- ``decide``: decode one message of a decider input topic and run the pure
+  ``step``; a message that does not decode, that the core rejects, or that
+  trips a bug becomes a dead-letter reason, never an exception;
+- ``apply_writes``: an outcome's writes onto the table (``None`` deletes);
+- ``publish_outcome``: what the outcome sends, in the one order that is
+  safe: reservations (enforced, then published), decisions, commands, alerts.
+  A hold must be in place before the yields that free its GPUs go out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, step
+from gpuyield.agents.controller.records import Writes
+from gpuyield.schemas.decoding import MessageError, decode, encode
+from gpuyield.schemas.messages import Reservation
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[bytes, bytes], Awaitable[Any]]
+"""Put one (key, value) on a topic."""
+
+EnforceReservations = Callable[[tuple[Reservation, ...]], Awaitable[None]]
+"""Apply holds on the real scheduler (taints, tolerations) before anything else goes out."""
+
+
+class TableView(Mapping[str, Any]):
+    """The decider table as the core's ``Mapping[str, Record]`` (keys are stored as bytes)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.table.get(key.encode())
+        if value is None:  # absent, or a deletion recovered from the changelog
+            raise KeyError(key)
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.table.get(key.encode()) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return (k.decode() for k, v in list(self.table.items()) if v is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def decide(
+    table: Any,
+    model: type[Input],
+    value: bytes | None,
+    origin: str,
+    config: ControllerConfig,
+) -> Outcome | str:
+    """The outcome of one input message, or why it goes to the dead-letter topic."""
+    try:
+        parsed = decode(model, value)
+        return step(TableView(table), parsed, origin, config)
+    except (MessageError, InputRejected) as exc:
+        return str(exc)
+    except Exception as exc:  # a bug must not stop the controller: keep the input
+        log.exception("decider failed on %s", origin)
+        return f"internal error ({type(exc).__name__}): {exc}"
+
+
+def apply_writes(table: MutableMapping[bytes, Any], writes: Writes) -> None:
+    """Assign each written record to the table (Faust persists only assigned values)."""
+    for key, value in writes.items():
+        raw_key = key.encode()
+        if value is None:
+            if raw_key in table:
+                del table[raw_key]
+        else:
+            table[raw_key] = value
+
+
+@dataclass(frozen=True)
+class OutcomeSinks:
+    """Where an outcome's messages go, one send per topic."""
+
+    reservations: Send
+    decisions: Send
+    commands: Send
+    alerts: Send
+
+
+async def publish_outcome(
+    outcome: Outcome, sinks: OutcomeSinks, *, enforce: EnforceReservations | None = None
+) -> None:
+    """Send ``outcome``'s messages: reservations, decisions, commands, alerts, in that order.
+
+    ``enforce`` is the one place where holds are applied on the scheduler: it
+    runs first and must finish before any command can free a GPU.
+    """
+    if enforce is not None and outcome.reservations:
+        await enforce(outcome.reservations)
+    for held in outcome.reservations:
+        await sinks.reservations(held.job.encode(), encode(held))
+    for decision in outcome.decisions:
+        await sinks.decisions(decision.demand.encode(), encode(decision))
+    for command in outcome.commands:
+        await sinks.commands(command.node.encode(), encode(command))
+    for alert in outcome.alerts:
+        log.warning("alert %s: %s", alert.kind.value, alert.message)
+        await sinks.alerts((alert.job or alert.kind.value).encode(), encode(alert))
+    if outcome.decisions:
+        log.info(
+            "decided for %s: %d command(s)",
+            ", ".join(d.demand for d in outcome.decisions),
+            len(outcome.commands),
+        )

@@ -1,0 +1,128 @@
+"""The worker's shell without a broker: one input to an outcome, applied and sent in order."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "controller"))
+
+from cluster_objects import event, node, pod, pod_group
+from harness import NOW, shared_pool
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Outcome
+from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.shell import (
+    OutcomeSinks,
+    apply_writes,
+    decide,
+    publish_outcome,
+)
+from gpuyield.schemas.decoding import encode
+from gpuyield.schemas.messages import Heartbeat, KubeEvent, Reservation
+
+CONFIG = ControllerConfig()
+
+
+def table_of_shared_pool() -> dict[bytes, object]:
+    """The decider table (bytes keys, as Faust keeps it) of a 4-node pool research fills."""
+    return {k.encode(): v for k, v in shared_pool().records.items()}
+
+
+def demand_outcome(table: dict[bytes, object]) -> Outcome:
+    group = pod_group(
+        "ft-llama", namespace="prod", queue="production", phase="Inqueue", unschedulable=True
+    )
+    first = decide(table, KubeEvent, encode(event(group, NOW)), "kube/0/1", CONFIG)
+    assert isinstance(first, Outcome)
+    apply_writes(table, first.writes)
+    raw = encode(event(pod("ft-llama", 0, namespace="prod", priority=1000), NOW))
+    outcome = decide(table, KubeEvent, raw, "kube/0/2", CONFIG)
+    assert isinstance(outcome, Outcome)
+    return outcome
+
+
+def test_undecodable_and_rejected_input_becomes_a_dead_letter_reason() -> None:
+    table: dict[bytes, object] = {}
+    assert decide(table, KubeEvent, b"\x00 not json", "kube/0/1", CONFIG).startswith("not JSON")
+    bad = pod("ft", 0, namespace="prod")
+    bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "two"
+    reason = decide(table, KubeEvent, encode(event(bad, NOW)), "kube/0/2", CONFIG)
+    assert isinstance(reason, str)
+    assert "nvidia.com/gpu must be a whole number" in reason
+
+
+def test_writes_land_on_the_table_and_deletions_remove_keys() -> None:
+    table: dict[bytes, object] = {}
+    added = decide(table, KubeEvent, encode(event(node("gpu-00"), NOW)), "kube/0/1", CONFIG)
+    assert isinstance(added, Outcome)
+    apply_writes(table, added.writes)
+    assert table[b"node/gpu-00"] == {
+        "gpus": 8,
+        "schedulable": True,
+        "rack": "rack-a",
+        "nvlink": None,
+    }
+    apply_writes(table, {"node/gpu-00": None, "node/never-there": None})
+    assert b"node/gpu-00" not in table
+
+
+def test_an_outcome_is_sent_reservations_first_then_decisions_commands_alerts() -> None:
+    table = table_of_shared_pool()
+    outcome = demand_outcome(table)
+    assert outcome.reservations
+    assert outcome.commands
+    sent: list[tuple[str, bytes]] = []
+    enforced: list[tuple[Reservation, ...]] = []
+
+    def sink(topic: str):  # type: ignore[no-untyped-def]
+        async def send(key: bytes, value: bytes) -> None:
+            sent.append((topic, key))
+
+        return send
+
+    async def enforce(holds: tuple[Reservation, ...]) -> None:
+        assert sent == [], "holds are enforced before anything is sent"
+        enforced.append(holds)
+
+    sinks = OutcomeSinks(sink("reservations"), sink("decisions"), sink("commands"), sink("alerts"))
+    asyncio.run(publish_outcome(outcome, sinks, enforce=enforce))
+    assert enforced == [outcome.reservations]
+    topics = [t for t, _ in sent]
+    assert topics == sorted(topics, key=["reservations", "decisions", "commands", "alerts"].index)
+    assert [k for t, k in sent if t == "commands"] == [c.node.encode() for c in outcome.commands]
+
+
+def beat(job: str, step: int, at: float, progress: float) -> Heartbeat:
+    return Heartbeat(
+        job=job, pod=f"{job.split('/')[1]}-0", step=step, progress=progress, sent_at=at
+    )
+
+
+def test_a_batch_forwards_each_changed_job_once_and_persists_only_what_it_forwards() -> None:
+    table: dict[bytes, object] = {}
+    folder = ProgressFolder(table)
+    changed: dict[str, None] = {}
+    for i in range(5):  # one job beats five times in one batch
+        job = folder.fold(beat("research/sweep-0", 100 + i, NOW + i, 0.10 + i / 1000))
+        if job is not None:
+            changed[job] = None
+    forwarded = folder.forward_changed(changed)
+    assert [(f.job, f.step) for f in forwarded] == [("research/sweep-0", 104)]
+    assert table[b"research/sweep-0"]["step"] == 104  # type: ignore[index]
+    # A beat that moves nothing that matters is folded but neither forwarded nor written.
+    folder.fold(beat("research/sweep-0", 105, NOW + 10, 0.1045))
+    assert folder.forward_changed({"research/sweep-0": None}) == []
+    assert table[b"research/sweep-0"]["step"] == 104  # type: ignore[index]
+
+
+def test_a_new_owner_folds_on_from_the_last_forwarded_record() -> None:
+    table: dict[bytes, object] = {}
+    first = ProgressFolder(table)
+    first.fold(beat("research/sweep-0", 100, NOW, 0.1))
+    first.forward_changed({"research/sweep-0": None})
+    second = ProgressFolder(table)  # after a rebalance: nothing in memory
+    assert second.fold(beat("research/sweep-0", 100, NOW, 0.1)) is None  # a redelivery
+    assert second.fold(beat("research/sweep-0", 200, NOW + 30, 0.2)) == "research/sweep-0"
