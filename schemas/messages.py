@@ -230,6 +230,9 @@ class AlertKind(StrEnum):
     YIELD_HARD_KILLED = "yield-hard-killed"
     YIELD_DEADLINE_MISSED = "yield-deadline-missed"
     DEMAND_UNSERVABLE = "demand-unservable"
+    # Volcano's own preempt/reclaim (or gangpreempt/gangreclaim) is on beside gpuyield:
+    # raised by the worker's start-up check of the scheduler's ConfigMap.
+    VOLCANO_PREEMPTING = "volcano-preempting"
 
 
 class Alert(WireModel):

@@ -219,6 +219,35 @@ class Settings(BaseSettings):
         ),
     )
 
+    # --- The worker's start-up check of Volcano's scheduler configuration ----------------
+    # (agents/worker/volcano_check.py). The defaults are the names Volcano's Helm chart
+    # ships; deploy/volcano/rbac-worker.yaml grants `get` on exactly that ConfigMap.
+    volcano_conf_namespace: str = Field(
+        "volcano-system",
+        pattern=r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$",
+        description=(
+            "Namespace of Volcano's scheduler ConfigMap, which the worker reads at start to "
+            "alert when Volcano's own preempt or reclaim is on. Default volcano-system."
+        ),
+    )
+    volcano_conf_configmap: str = Field(
+        "volcano-scheduler-configmap",
+        pattern=r"^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$",
+        description=(
+            "Name of Volcano's scheduler ConfigMap (Helm: <release>-scheduler-configmap). "
+            "Default volcano-scheduler-configmap."
+        ),
+    )
+    volcano_conf_key: str = Field(
+        "volcano-scheduler.conf",
+        pattern=r"^[-._a-zA-Z0-9]{1,253}$",
+        description=(
+            "Key of the scheduler configuration in that ConfigMap (the file the scheduler's "
+            "--scheduler-conf names). Default volcano-scheduler.conf."
+        ),
+    )
+    # --- end of the Volcano check's settings ----------------------------------------------
+
     @field_validator("kafka_bootstrap", mode="before")
     @classmethod
     def _split_bootstrap(cls, value: Any) -> Any:
