@@ -82,11 +82,17 @@ ConfigMapRead = ConfigMapText | ConfigMapUnreadable
 
 
 def kube_configuration() -> kubernetes.client.Configuration | str:
-    """The cluster's client configuration, or why there is none (one line)."""
+    """The cluster's client configuration, or why there is none (one line).
+
+    One retry instead of urllib3's three: an API server that does not answer
+    must not hold the worker's start for long (at most two connect timeouts).
+    """
     try:
-        return load_kube_configuration()
+        configuration = load_kube_configuration()
     except (ConfigException, OSError, ValueError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    configuration.retries = 1
+    return configuration
 
 
 def read_config_map_key(

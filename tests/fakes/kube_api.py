@@ -8,13 +8,16 @@ WATCH streams of chunked JSON lines that resume after a ``resourceVersion``
 from a bounded history, send BOOKMARKs when asked to, end after
 ``timeoutSeconds``, and answer a compacted version with an ``ERROR`` event of
 code 410 (the real server's answer on a watch; an expired continue token is an
-HTTP 410). The storage rules live in ``kube_store``.
+HTTP 410). It also serves ConfigMaps (the worker GETs Volcano's scheduler
+configuration) and answers 403 with RBAC's Status for what a test denied
+(``forbid``). The storage rules live in ``kube_store``.
 
 Tests drive it from their own thread: writes (``create``/``replace``/
 ``modify``/``delete``) and controls (``compact``, ``drop_watches``,
-``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``) run on the server's
-loop and return once done, so a test never races the server. Every request is
-recorded, so a test can check what the client asked for::
+``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``,
+``forbid``) run on the server's loop and return once done, so a test never
+races the server. Every request is recorded, so a test can check what the
+client asked for::
 
     with FakeKubeApi() as api:
         api.create(a_gpu_node("n1"))
