@@ -201,7 +201,8 @@ def check_scheduler_conf(conf: SchedulerConf) -> tuple[Finding, ...]:
                 evicting,
                 f"Volcano's {_and(evicting)} {'is' if len(evicting) == 1 else 'are'} on beside "
                 "gpuyield: two preemptors with different rules, Volcano evicting by its own "
-                "order without checkpoints, and jobs going round preempt -> requeue -> "
+                "order with no checkpoint grace and no resume, and jobs going round "
+                "preempt -> requeue -> "
                 f"preempt; remove {_and(evicting)} from the scheduler's actions "
                 "(deploy/volcano/volcano-scheduler.conf)",
             )
