@@ -23,6 +23,7 @@ from aiokafka.errors import KafkaError
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.schemas import Policy
 from gpuyield.service_io import configure_logging, settings_or_fail
@@ -31,6 +32,7 @@ from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
+from gpuyield.streams.volcano_config import ConfigMapKey
 
 ENDPOINTS_FILE = "endpoints.json"
 
@@ -88,6 +90,12 @@ def services(settings: Settings) -> Iterator[Endpoints]:
         yield endpoints
 
 
+def volcano_conf_key(settings: Settings) -> ConfigMapKey:
+    return ConfigMapKey(
+        settings.volcano_conf_namespace, settings.volcano_conf_configmap, settings.volcano_conf_key
+    )
+
+
 def controller_config(settings: Settings) -> ControllerConfig:
     return ControllerConfig(policy=Policy(grace_s=settings.grace_s))
 
@@ -116,6 +124,15 @@ def worker_command(
                     aiokafka_kwargs(settings, endpoints.kafka_bootstrap),
                     specs,
                     settings.topic_replication_factor,
+                )
+            )
+            # Volcano's own preempt/reclaim beside gpuyield: alert (never blocks the start).
+            asyncio.run(
+                startup_check(
+                    volcano_conf_key(settings),
+                    aiokafka_kwargs(settings, endpoints.kafka_bootstrap),
+                    prefix,
+                    settings.cluster_id,
                 )
             )
             writer = LiveViewWriter(endpoints.redis_url, settings.cluster_id)

@@ -251,6 +251,9 @@ class AlertKind(StrEnum):
     RESUME_STARVED = "resume-starved"
     """A suspended job may resume and its GPUs have been free for long, yet it did not
     fit (fragmented, or held for heavier jobs): ``ControllerConfig.resume_starved_s``."""
+    # Volcano's own preempt/reclaim (or gangpreempt/gangreclaim) is on beside gpuyield:
+    # raised by the worker's start-up check of the scheduler's ConfigMap.
+    VOLCANO_PREEMPTING = "volcano-preempting"
 
 
 class AlertState(StrEnum):

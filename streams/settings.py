@@ -26,6 +26,7 @@ from typing import Annotated, Any
 from dotenv import dotenv_values
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
+from pydantic_core.core_schema import ValidationInfo  # the Volcano check's validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 ENV_PREFIX = "GPUYIELD_"
@@ -218,6 +219,56 @@ class Settings(BaseSettings):
             "$XDG_STATE_HOME/gpuyield or ~/.local/state/gpuyield."
         ),
     )
+
+    # --- The worker's start-up check of Volcano's scheduler configuration ----------------
+    # (agents/worker/volcano_check.py). The defaults are the names Volcano's Helm chart
+    # ships; deploy/volcano/rbac-worker.yaml grants `get` on exactly that ConfigMap.
+    volcano_conf_namespace: str = Field(
+        "volcano-system",
+        description=(
+            "Namespace of Volcano's scheduler ConfigMap, which the worker reads at start to "
+            "alert when Volcano's own preempt or reclaim is on. Default volcano-system."
+        ),
+    )
+    volcano_conf_configmap: str = Field(
+        "volcano-scheduler-configmap",
+        description=(
+            "Name of Volcano's scheduler ConfigMap (Helm: <release>-scheduler-configmap). "
+            "Default volcano-scheduler-configmap."
+        ),
+    )
+    volcano_conf_key: str = Field(
+        "volcano-scheduler.conf",
+        description=(
+            "Key of the scheduler configuration in that ConfigMap (the file the scheduler's "
+            "--scheduler-conf names). Default volcano-scheduler.conf."
+        ),
+    )
+
+    @field_validator("volcano_conf_namespace", "volcano_conf_configmap", "volcano_conf_key")
+    @classmethod
+    def _check_volcano_conf_names(cls, value: str, info: ValidationInfo) -> str:
+        """Kubernetes' own rules, so a typo fails at start, not as a 404 in a log line."""
+        rules = {
+            "volcano_conf_namespace": (
+                r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+                "a namespace name (a DNS label)",
+            ),
+            "volcano_conf_configmap": (
+                r"(?=.{1,253}$)[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*",
+                "a ConfigMap name (a DNS subdomain)",
+            ),
+            "volcano_conf_key": (
+                r"[-._a-zA-Z0-9]{1,253}",
+                "a ConfigMap key (letters, digits, '-', '_', '.')",
+            ),
+        }
+        pattern, what = rules[info.field_name or ""]
+        if not re.fullmatch(pattern, value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
+
+    # --- end of the Volcano check's settings ----------------------------------------------
 
     @field_validator("kafka_bootstrap", mode="before")
     @classmethod

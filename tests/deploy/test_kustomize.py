@@ -25,6 +25,7 @@ from gpuyield.agents.node.volcano import (
     bus_command,
 )
 from gpuyield.streams.kube_resources import ALL_RESOURCES
+from gpuyield.streams.settings import Settings
 
 from .manifests import (
     CLUSTER_SCOPED,
@@ -61,6 +62,8 @@ HOSTPID = DEPLOY / "overlays" / "hostpid"
 SASL = DEPLOY / "overlays" / "sasl-ssl"
 EXAMPLE = DEPLOY / "examples" / "training-job"
 PLANNER = DEPLOY / "planner-dry-run"
+VOLCANO = DEPLOY / "volcano"
+TENANTS = DEPLOY / "examples" / "tenants"
 
 
 def each_kustomization() -> Any:
@@ -68,7 +71,7 @@ def each_kustomization() -> Any:
 
 
 def test_the_expected_kustomizations_exist() -> None:
-    assert {BASE, HOSTPID, SASL, EXAMPLE, PLANNER} <= set(KUSTOMIZATIONS)
+    assert {BASE, HOSTPID, SASL, EXAMPLE, PLANNER, VOLCANO, TENANTS} <= set(KUSTOMIZATIONS)
 
 
 # --- Volcano schemas ---------------------------------------------------------------------
@@ -272,7 +275,9 @@ def test_references_resolve(directory: Path) -> None:
             role = doc["roleRef"]
             assert role["name"] in names(role["kind"]), f"{what}: {role['kind']} {role['name']}"
             for subject in doc["subjects"]:
-                account = named(docs, "ServiceAccount", subject["name"])
+                # deploy/volcano binds the base's worker account from volcano-system.
+                known = docs if directory != VOLCANO else docs + render(BASE)
+                account = named(known, "ServiceAccount", subject["name"])
                 assert subject["namespace"] == account["metadata"]["namespace"], what
         if doc["kind"] == "Job" and is_volcano(doc):
             queue = doc["spec"].get("queue", "default")
@@ -364,7 +369,9 @@ def test_the_worker_runs_two_replicas_behind_a_budget(base: tuple[Doc, ...]) -> 
     assert budget["spec"]["minAvailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
     pod = worker["spec"]["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False  # it needs no API access
+    # Its one API call: the start-up read of Volcano's scheduler ConfigMap (deploy/volcano).
+    assert pod["automountServiceAccountToken"] is True
+    assert named(base, "ServiceAccount", "gpuyield-worker")["automountServiceAccountToken"] is False
     resources = pod["containers"][0]["resources"]
     assert resources["requests"]
     assert resources["limits"]["memory"]
@@ -408,6 +415,43 @@ def test_the_node_agents_role_covers_what_it_calls(base: tuple[Doc, ...]) -> Non
         (JOB_GROUP, "jobs", "get"),
         (BUS_GROUP, "commands", "create"),
     } <= rules
+
+
+def test_the_workers_only_rights_are_reading_the_volcano_scheduler_configmap(
+    base: tuple[Doc, ...],
+) -> None:
+    """Exactly `get` on the one ConfigMap the start-up check reads, bound to the worker."""
+    docs = render(VOLCANO)
+    namespace, configmap = (
+        Settings.model_fields[f"volcano_conf_{name}"].default for name in ("namespace", "configmap")
+    )
+    role = named(docs, "Role", "gpuyield-worker-read-scheduler-conf")
+    assert role["metadata"]["namespace"] == namespace
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [configmap],
+            "verbs": ["get"],
+        }
+    ]
+    binding = named(docs, "RoleBinding", "gpuyield-worker-read-scheduler-conf")
+    assert binding["metadata"]["namespace"] == namespace
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": role["metadata"]["name"],
+    }
+    worker = named(base, "ServiceAccount", "gpuyield-worker")["metadata"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": worker["name"], "namespace": worker["namespace"]}
+    ]
+    # Nothing else in any kustomization grants the worker anything.
+    for directory in KUSTOMIZATIONS:
+        for doc in render(directory):
+            if doc["kind"] in ("RoleBinding", "ClusterRoleBinding") and doc is not binding:
+                names = {s["name"] for s in doc["subjects"]}
+                assert "gpuyield-worker" not in names, (directory, doc["metadata"]["name"])
 
 
 def test_the_controller_has_its_own_priority_class(base: tuple[Doc, ...]) -> None:

@@ -8,13 +8,16 @@ WATCH streams of chunked JSON lines that resume after a ``resourceVersion``
 from a bounded history, send BOOKMARKs when asked to, end after
 ``timeoutSeconds``, and answer a compacted version with an ``ERROR`` event of
 code 410 (the real server's answer on a watch; an expired continue token is an
-HTTP 410). The storage rules live in ``kube_store``.
+HTTP 410). It also serves ConfigMaps (the worker GETs Volcano's scheduler
+configuration) and answers 403 with RBAC's Status for what a test denied
+(``forbid``). The storage rules live in ``kube_store``.
 
 Tests drive it from their own thread: writes (``create``/``replace``/
 ``modify``/``delete``) and controls (``compact``, ``drop_watches``,
-``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``) run on the server's
-loop and return once done, so a test never races the server. Every request is
-recorded, so a test can check what the client asked for::
+``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``,
+``forbid``) run on the server's loop and return once done, so a test never
+races the server. Every request is recorded, so a test can check what the
+client asked for::
 
     with FakeKubeApi() as api:
         api.create(a_gpu_node("n1"))
@@ -139,6 +142,15 @@ class _OpenWatch:
 
 
 @dataclass(frozen=True, slots=True)
+class _Denial:
+    verb: str
+    plural: str
+    namespace: str | None
+    name: str | None
+    user: str
+
+
+@dataclass(frozen=True, slots=True)
 class _Failure:
     status: int
     verb: str | None
@@ -196,6 +208,7 @@ class FakeKubeApi:
         self._watches: set[_OpenWatch] = set()
         self._requests: list[RecordedRequest] = []
         self._failures: list[_Failure] = []
+        self._forbidden: list[_Denial] = []
         self._list_hooks: list[Callable[[RecordedRequest], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -358,6 +371,49 @@ class FakeKubeApi:
 
         return self._call(count)
 
+    # -- RBAC denials ---------------------------------------------------------
+
+    def forbid(
+        self,
+        verb: str,
+        plural: str,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        user: str = "system:serviceaccount:gpuyield-system:gpuyield-worker",
+    ) -> None:
+        """Deny ``verb`` on ``plural`` (in ``namespace``, of ``name``; None: any) from now on.
+
+        Authorization comes before everything else, as in kube-apiserver: a
+        denied GET of an object that does not exist is a 403, not a 404. The
+        answer is the Status RBAC's authorizer sends.
+        """
+        self._call(lambda: self._forbidden.append(_Denial(verb, plural, namespace, name, user)))
+
+    def _denied(self, route: _Route, verb: str) -> web.Response | None:
+        for denial in self._forbidden:
+            if (denial.verb, denial.plural) == (verb, route.resource.plural) and (
+                denial.namespace in (None, route.namespace) and denial.name in (None, route.name)
+            ):
+                resource = route.resource
+                what = f'{resource.plural} "{route.name}"' if route.name else resource.plural
+                where = (
+                    f' in the namespace "{route.namespace}"'
+                    if route.namespace
+                    else " at the cluster scope"
+                )
+                message = (
+                    f'{what} is forbidden: User "{denial.user}" cannot {verb} resource '
+                    f'"{resource.plural}" in API group "{resource.group}"{where}'
+                )
+                body = status_object(403, message)
+                body["details"] = {
+                    "kind": resource.plural,
+                    **({"name": route.name} if route.name else {}),
+                }
+                return web.json_response(body, status=403)
+        return None
+
     # -- the server ---------------------------------------------------------
 
     def _call(self, fn: Callable[[], T]) -> T:
@@ -432,6 +488,8 @@ class FakeKubeApi:
         self._requests.append(recorded)
         if route is None:
             return _status_response(404, "the server could not find the requested resource")
+        if (denied := self._denied(route, verb)) is not None:
+            return denied
         if request.method != "GET":
             return _status_response(405, f"the fake serves only GET, not {request.method}")
         for failure in self._failures:

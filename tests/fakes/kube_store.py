@@ -66,6 +66,8 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("batch.volcano.sh", "v1alpha1", "jobs", "Job", namespaced=True),
     ResourceType("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", namespaced=True),
     ResourceType("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
+    # Volcano's scheduler configuration, read once by the worker's start-up check.
+    ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
 )
 
 
