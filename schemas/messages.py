@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from gpuyield.schemas.base import WireModel
+from gpuyield.schemas.base import FormatVersion, WireModel
 from gpuyield.schemas.plan import Plan
 from gpuyield.schemas.snapshot import Snapshot
 
@@ -48,7 +48,7 @@ class KubeEvent(WireModel):
     was down) is a ``DELETED`` event with the last object seen.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     type: KubeEventType
     kind: KubeKind
     namespace: str | None = None
@@ -70,7 +70,7 @@ class KubeEvent(WireModel):
 class Heartbeat(WireModel):
     """A training pod's progress report (the trainer SDK sends one every few seconds)."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     pod: str = NonEmpty
     rank: int = Field(0, ge=0)
@@ -92,7 +92,7 @@ class JobProgress(WireModel):
     decider sees every job without reading every heartbeat.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     step: int = Field(ge=0)
     progress: float = Field(ge=0, le=1)
@@ -112,7 +112,7 @@ class Tick(WireModel):
     them, and a duplicate tick changes nothing.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     at: float
 
 
@@ -131,7 +131,7 @@ class YieldCommand(WireModel):
     redelivers it. Keyed by ``node`` on the topic.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     command_id: str = NonEmpty
     decision_id: str = NonEmpty
     action: CommandAction = CommandAction.YIELD
@@ -165,7 +165,7 @@ class YieldOutcome(StrEnum):
 class YieldAck(WireModel):
     """A node agent's report on one command; keyed by job."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     command_id: str = NonEmpty
     decision_id: str = ""
     node: str = NonEmpty
@@ -186,7 +186,7 @@ class Decision(WireModel):
     gives the same plan byte for byte. Keyed by the preemptor.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     decision_id: str = NonEmpty
     demand: str = NonEmpty
     decided_at: float
@@ -213,7 +213,7 @@ class Reservation(WireModel):
     it; ``nodes`` maps each node to the GPUs held there. Keyed by the job.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     state: ReservationState
     nodes: dict[str, int] = Field(default_factory=dict)
@@ -230,12 +230,17 @@ class AlertKind(StrEnum):
     YIELD_HARD_KILLED = "yield-hard-killed"
     YIELD_DEADLINE_MISSED = "yield-deadline-missed"
     DEMAND_UNSERVABLE = "demand-unservable"
+    # issue 9, the live path (each meaning its own kind):
+    INVALID_INPUT = "invalid-input"  # the records describe a cluster no snapshot can hold
+    YIELD_FAILED = "yield-failed"  # a node agent could not act on a yield (FAILED ack)
+    QUEUE_MISCONFIGURED = "queue-misconfigured"  # a queue Volcano reads otherwise than intended
+    GANG_DEADLOCK = "gang-deadlock"  # partly placed gangs block each other
 
 
 class Alert(WireModel):
     """Something a human should know; ``alert_id`` is stable, so a replay raises it once."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     alert_id: str = NonEmpty
     kind: AlertKind
     severity: Literal["info", "warning", "critical"] = "warning"
@@ -248,7 +253,7 @@ class Alert(WireModel):
 class DeadLetter(WireModel):
     """A message no agent could read, kept with why and where it came from."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     reason: str
     source_topic: str
     partition: int
