@@ -270,7 +270,7 @@ def step(
         # per problem, and decide again when the next message changes things.
         s.alert(
             derive_id("invalid-snapshot", str(exc.errors()[0]["msg"])),
-            AlertKind.DEMAND_UNSERVABLE,
+            AlertKind.INVALID_INPUT,
             f"cannot build a valid snapshot: {explain_validation_error(exc)}",
             severity="critical",
         )
@@ -366,7 +366,7 @@ def _apply_ack(s: _Step, ack: YieldAck) -> None:
     if ack.outcome is YieldOutcome.FAILED:
         s.alert(
             derive_id("yield-failed", ack.command_id),
-            AlertKind.YIELD_HARD_KILLED,
+            AlertKind.YIELD_FAILED,
             f"the node agent on {ack.node} could not make {job} yield: {ack.detail}",
             job=job,
             severity="critical",
