@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from gpuyield.agents.controller import queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     EVICTIONS,
@@ -245,7 +246,7 @@ def snapshot(
             )
         )
     known_nodes = {n.name for n in nodes}
-    queues = _queues(records)
+    queues = _queues(records, config)
     jobs_out: list[Job] = []
     unique = _unique_pod_names(views)
     for view in views.values():
@@ -316,15 +317,17 @@ def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:
     return held
 
 
-def _queues(records: Overlay) -> dict[str, Queue]:
+def _queues(records: Overlay, config: ControllerConfig) -> dict[str, Queue]:
     """The watched queues, made consistent enough to plan with.
 
     Volcano's webhook rejects most inconsistencies, but a controller must not
     stop deciding because of one: a capability below the guarantee lowers the
     guarantee to it, and a parent that is unknown or closes a cycle is dropped
-    (the queue is then a root).
+    (the queue is then a root). A capability that names resources but not
+    GPUs is read the way Volcano reads it (``queue_capability``).
     """
     raw = {_key_tail(k, QUEUE): q for k, q in records.with_prefix(QUEUE)}
+    cluster_gpus = sum(node["gpus"] for _, node in records.with_prefix(NODE))
     parents: dict[str, str | None] = {name: q["parent"] for name, q in raw.items()}
     for name in sorted(parents):
         seen = {name}
@@ -337,7 +340,9 @@ def _queues(records: Overlay) -> dict[str, Queue]:
             cursor = parents[cursor]
     queues = {}
     for name, q in raw.items():
-        capability = q["capability"]
+        capability = queue_capability.gpu_capability(
+            name, raw, cluster_gpus, config.capability_without_gpu
+        )
         guarantee = q["guarantee"] if capability is None else min(q["guarantee"], capability)
         queues[name] = Queue(
             name=name,

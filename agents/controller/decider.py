@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gpuyield.agents.controller import cluster, kube_facts
+from gpuyield.agents.controller import cluster, kube_facts, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -480,6 +480,13 @@ def _demands(views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
 def _decide(s: _Step) -> None:
     plans = 0
     views = cluster.jobs(s.view, s.config)
+    for found in queue_capability.check(s.view, views.values(), s.config):  # issue 9
+        s.alert(
+            derive_id(*found.parts),
+            AlertKind.QUEUE_MISCONFIGURED,
+            found.message,
+            details=found.details,
+        )
     for demand in _demands(views):
         if plans >= s.config.max_plans_per_step:
             break
