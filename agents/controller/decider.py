@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gpuyield.agents.controller import cluster, kube_facts, queue_capability
+from gpuyield.agents.controller import cluster, deadlock, kube_facts, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -487,6 +487,8 @@ def _decide(s: _Step) -> None:
             found.message,
             details=found.details,
         )
+    if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
+        views = cluster.jobs(s.view, s.config)
     for demand in _demands(views):
         if plans >= s.config.max_plans_per_step:
             break
@@ -513,6 +515,42 @@ def _decide(s: _Step) -> None:
             continue
         _issue(s, demand.name, snapshot, result, ledger)
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
+
+
+# -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --
+
+
+def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
+    """Partial gangs blocking each other: the one whose yield loses least yields."""
+    found = deadlock.resolve(s.view, views, s.now, s.config)
+    if found is None:
+        return False
+    what = found.deadlock.describe()
+    if found.preemptor is None or found.snapshot is None or found.plan is None:
+        s.alert(
+            derive_id("gang-deadlock", *found.deadlock.gangs),
+            AlertKind.GANG_DEADLOCK,
+            f"gang deadlock: {what}; no gang may yield (preemptable: false, cooldown "
+            "or eviction limit): delete one of them",
+            severity="critical",
+            details={"gangs": list(found.deadlock.gangs)},
+        )
+        return False
+    ledger = s.ledger(found.preemptor)
+    if not ledger.may_plan(found.preemptor, s.now):
+        return False
+    _issue(s, found.preemptor, found.snapshot, found.plan, ledger)
+    victims = sorted(v.job for v in found.plan.victims)
+    s.alert(
+        derive_id("gang-deadlock", s.decisions[-1].decision_id),
+        AlertKind.GANG_DEADLOCK,
+        f"gang deadlock: {what}; {', '.join(victims)} yields "
+        f"({found.plan.lost_gpu_seconds:.0f} GPU-seconds lost) so {found.preemptor} "
+        "can complete",
+        job=found.preemptor,
+        details={"gangs": list(found.deadlock.gangs), "yields": victims},
+    )
+    return True
 
 
 def _nominate(s: _Step, job: str, snapshot: Snapshot, result: Plan, decision_id: str) -> None:

@@ -1,0 +1,45 @@
+"""The decider's view of gang deadlocks: the records in, a resolution to issue out.
+
+Only a cheap look at the job views runs on every step: two or more jobs
+holding GPUs with fewer pods than their gang minimum. Partial gangs are rare,
+so the snapshot, the detector and the planner runs of
+``policy.gang_deadlock`` run only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import Overlay
+from gpuyield.agents.policy import gang_deadlock
+from gpuyield.schemas import JobState
+
+NO_PREEMPTOR = ""
+"""A name no job has: the detection snapshot includes every job holding GPUs."""
+
+
+def _partial(view: cluster.JobView) -> bool:
+    gang_min = len(view.pods) if view.min_available is None else view.min_available
+    return (
+        view.state is not JobState.SUSPENDED
+        and 0 < view.placed < gang_min
+        and any(p.node is None for p in view.pods)
+    )
+
+
+def resolve(
+    records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
+) -> gang_deadlock.Resolution | None:
+    """The deadlock among partly placed gangs and which one yields, or None."""
+    if sum(1 for v in views.values() if _partial(v)) < 2:
+        return None
+    found = gang_deadlock.find(cluster.snapshot(records, views, NO_PREEMPTOR, now, config))
+    if found is None:
+        return None
+    return gang_deadlock.resolve(
+        found,
+        lambda member: cluster.snapshot(records, views, member, now, config),
+        budget=config.planner_budget,
+    )
