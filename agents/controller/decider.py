@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gpuyield.agents.controller import cluster, deadlock, kube_facts, queue_capability
+from gpuyield.agents.controller import aborted, cluster, deadlock, kube_facts, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -261,6 +261,9 @@ def step(
     elif isinstance(message, YieldAck):
         _apply_ack(s, message)
     _housekeeping(s)
+    if s.config.adopt_aborted_jobs:  # issue 9: jobs aborted outside gpuyield resume like its own
+        for job in aborted.to_adopt(s.view):
+            s.put(SUSPENDED + job.name, aborted.adopted_record(s.now))
     try:
         _decide(s)
         _resume(s)

@@ -59,7 +59,7 @@ def gpu_capability(
         return cap
     if reading == "zero":
         return 0
-    others = sum(q.get("guarantee", 0) for other, q in queues.items() if other != name)
+    others = sum(int(q.get("guarantee", 0)) for other, q in queues.items() if other != name)
     return max(0, cluster_gpus - others)
 
 
