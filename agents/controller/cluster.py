@@ -67,11 +67,16 @@ class JobView:
 
     @property
     def waiting(self) -> bool:
-        """Pending with pods to place: a demand, once Volcano says it cannot place them."""
+        """Pending with pods to place: a demand, once Volcano says it cannot place them.
+
+        Not while its own pods are leaving: a job yielding now (a gang that
+        broke a deadlock, say) must not evict others for the pods it gives up.
+        """
         return (
             self.state is JobState.PENDING
             and self.group_phase not in PLACED_GROUP_PHASES
             and any(p.node is None for p in self.pods)
+            and not self.leaving
         )
 
 

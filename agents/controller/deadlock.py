@@ -1,9 +1,10 @@
 """The decider's view of gang deadlocks: the records in, a resolution to issue out.
 
 Only a cheap look at the job views runs on every step: two or more jobs
-holding GPUs with fewer pods than their gang minimum. Partial gangs are rare,
-so the snapshot, the detector and the planner runs of
-``policy.gang_deadlock`` run only then.
+holding GPUs with fewer pods than their gang minimum, that Volcano marked
+unschedulable (a gang being bound pod by pod is partial for a moment, but
+not unschedulable). Partial gangs are rare, so the snapshot, the detector and
+the planner runs of ``policy.gang_deadlock`` run only then.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ def resolve(
     records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
 ) -> gang_deadlock.Resolution | None:
     """The deadlock among partly placed gangs and which one yields, or None."""
-    if sum(1 for v in views.values() if _partial(v)) < 2:
+    stuck = {v.name for v in views.values() if _partial(v) and v.unschedulable}
+    if len(stuck) < 2:
         return None
-    found = gang_deadlock.find(cluster.snapshot(records, views, NO_PREEMPTOR, now, config))
+    snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config)
+    found = gang_deadlock.find(snapshot, among=stuck)
     if found is None:
         return None
     return gang_deadlock.resolve(

@@ -34,7 +34,7 @@ finds the plan without evictions and nothing is yielded).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpuyield.agents.planner import DEFAULT_RULES, Rule, Verdict, plan
@@ -122,10 +122,19 @@ def _with(free: Mapping[str, int], job: Job) -> dict[str, int]:
     return out
 
 
-def find(snapshot: Snapshot) -> Deadlock | None:
-    """The gang deadlock in ``snapshot``, if there is one (see the module docstring)."""
+def find(snapshot: Snapshot, among: Collection[str] | None = None) -> Deadlock | None:
+    """The gang deadlock in ``snapshot``, if there is one (see the module docstring).
+
+    ``among`` restricts the members to these jobs (the controller passes the
+    partial gangs Volcano has marked unschedulable, so a gang whose pods are
+    being bound one by one right now is never taken for a deadlocked one).
+    """
     free = free_gpus(snapshot)
-    blocked = [j for j in partial_gangs(snapshot) if not fits(_missing(j), free)]
+    blocked = [
+        j
+        for j in partial_gangs(snapshot)
+        if (among is None or j.name in among) and not fits(_missing(j), free)
+    ]
     if len(blocked) < 2:
         return None
     unblockable = any(

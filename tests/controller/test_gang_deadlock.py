@@ -8,7 +8,7 @@ the minimum runs).
 
 from __future__ import annotations
 
-from cluster_objects import node, pod, pod_group, queue
+from cluster_objects import node, pod, pod_group, queue, rfc3339
 from harness import NOW, Controller
 
 from gpuyield.schemas.messages import AlertKind, CommandAction, JobProgress
@@ -16,8 +16,13 @@ from gpuyield.schemas.messages import AlertKind, CommandAction, JobProgress
 GANGS = ("llm-a", "llm-b")
 
 
-def deadlocked(nodes: int = 6, checkpointed: str | None = None) -> Controller:
-    """The deadlock; ``checkpointed`` names a gang that saved a checkpoint an hour ago."""
+def deadlocked(
+    nodes: int = 6, checkpointed: str | None = None, *, marked: bool = True
+) -> Controller:
+    """The deadlock; ``checkpointed`` names a gang that saved a checkpoint an hour ago.
+
+    ``marked``: Volcano marked the PodGroups and the waiting pods unschedulable.
+    """
     c = Controller()
     at = NOW - 600
     for i in range(nodes):
@@ -31,7 +36,7 @@ def deadlocked(nodes: int = 6, checkpointed: str | None = None) -> Controller:
                 queue="training",
                 min_member=4,
                 phase="Unknown",
-                unschedulable=True,
+                unschedulable=marked,
             ),
             at,
         )
@@ -49,7 +54,10 @@ def deadlocked(nodes: int = 6, checkpointed: str | None = None) -> Controller:
             )
         )
     for name in GANGS:
-        c.add(pod(name, 3, namespace="train", gpus=5), NOW)
+        waiting = pod(name, 3, namespace="train", gpus=5)
+        if not marked:
+            waiting["status"]["conditions"] = []
+        c.add(waiting, NOW)
     return c
 
 
@@ -100,3 +108,20 @@ def test_a_free_node_is_no_deadlock_volcano_completes_a_gang_there() -> None:
     c = deadlocked(nodes=7)
     assert c.decisions == []
     assert not [a for a in c.alerts if a.kind is AlertKind.GANG_DEADLOCK]
+
+
+def test_gangs_volcano_has_not_marked_unschedulable_are_left_to_volcano() -> None:
+    c = deadlocked(marked=False)  # as if Volcano were binding their last pods right now
+    assert c.decisions == []
+
+
+def test_the_yielding_gang_evicts_nobody_for_itself_while_its_pods_leave() -> None:
+    c = deadlocked(nodes=7)  # the seventh node runs a low-priority notebook
+    c.add(pod_group("notebook", namespace="train", queue="training", min_member=1), NOW - 600)
+    notebook = pod("notebook", 0, namespace="train", gpus=5, node="gpu-06", priority=10)
+    c.add({**notebook, "status": {**notebook["status"], "startTime": rfc3339(NOW - 900)}}, NOW)
+    c.tick(NOW + 1)
+    assert [d.demand for d in c.decisions] == ["train/llm-a"]
+    assert [v.job for v in c.decisions[0].plan.victims] == ["train/llm-b"]  # loses nothing
+    c.tick(NOW + 30)
+    assert len(c.decisions) == 1  # llm-b, yielding, is no demand of its own
