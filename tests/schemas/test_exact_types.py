@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from gpuyield.schemas import InputError, load_snapshot
 from gpuyield.schemas.base import WireModel
@@ -239,3 +240,22 @@ def test_the_shipped_snapshots_have_exact_types(path: Path) -> None:
     if "version" not in doc:
         pytest.skip("not a snapshot")
     load_snapshot(path.read_text(), str(path))
+
+
+def _versioned_models() -> list[type[WireModel]]:
+    found: list[type[WireModel]] = []
+    pending: list[type[WireModel]] = [WireModel]
+    while pending:
+        for sub in pending.pop().__subclasses__():
+            pending.append(sub)
+            if "v" in sub.model_fields or "version" in sub.model_fields:
+                found.append(sub)
+    return sorted(found, key=lambda m: m.__name__)
+
+
+@pytest.mark.parametrize("model", _versioned_models(), ids=lambda m: m.__name__)
+def test_no_wire_model_reads_true_as_its_format_version(model: type[WireModel]) -> None:
+    field = "v" if "v" in model.model_fields else "version"
+    with pytest.raises(ValidationError) as caught:
+        model.model_validate_json(json.dumps({field: True}))
+    assert any(e["loc"] == (field,) for e in caught.value.errors()), caught.value
