@@ -9,7 +9,7 @@ the planner runs of ``policy.gang_deadlock`` run only then.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpuyield.agents.controller import cluster
 from gpuyield.agents.controller.config import ControllerConfig
@@ -31,10 +31,19 @@ def _partial(view: cluster.JobView) -> bool:
 
 
 def resolve(
-    records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
+    records: Overlay,
+    views: Mapping[str, cluster.JobView],
+    now: float,
+    config: ControllerConfig,
+    may_plan: Callable[[str], bool] = lambda _job: True,
 ) -> gang_deadlock.Resolution | None:
-    """The deadlock among partly placed gangs and which one yields, or None."""
-    stuck = {v.name for v in views.values() if _partial(v) and v.unschedulable}
+    """The deadlock among partly placed gangs and which one yields, or None.
+
+    ``may_plan`` is the demand ledger's answer per gang: a gang whose round is
+    in flight or cooling down is no member, which bounds the planner runs an
+    unbreakable deadlock costs to one round per ``demand_retry_s``.
+    """
+    stuck = {v.name for v in views.values() if _partial(v) and v.unschedulable and may_plan(v.name)}
     if len(stuck) < 2:
         return None
     snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config)

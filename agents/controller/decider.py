@@ -525,11 +525,15 @@ def _decide(s: _Step) -> None:
 
 def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
     """Partial gangs blocking each other: the one whose yield loses least yields."""
-    found = deadlock.resolve(s.view, views, s.now, s.config)
+    found = deadlock.resolve(
+        s.view, views, s.now, s.config, lambda job: s.ledger(job).may_plan(job, s.now)
+    )
     if found is None:
         return False
     what = found.deadlock.describe()
     if found.preemptor is None or found.snapshot is None or found.plan is None:
+        for gang in found.deadlock.gangs:  # look again after the retry cooldown
+            s.save_ledger(gang, s.ledger(gang).tried(gang, s.now))
         s.alert(
             derive_id("gang-deadlock", *found.deadlock.gangs),
             AlertKind.GANG_DEADLOCK,
@@ -539,10 +543,7 @@ def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
             details={"gangs": list(found.deadlock.gangs)},
         )
         return False
-    ledger = s.ledger(found.preemptor)
-    if not ledger.may_plan(found.preemptor, s.now):
-        return False
-    _issue(s, found.preemptor, found.snapshot, found.plan, ledger)
+    _issue(s, found.preemptor, found.snapshot, found.plan, s.ledger(found.preemptor))
     victims = sorted(v.job for v in found.plan.victims)
     s.alert(
         derive_id("gang-deadlock", s.decisions[-1].decision_id),

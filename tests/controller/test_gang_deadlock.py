@@ -17,11 +17,16 @@ GANGS = ("llm-a", "llm-b")
 
 
 def deadlocked(
-    nodes: int = 6, checkpointed: str | None = None, *, marked: bool = True
+    nodes: int = 6,
+    checkpointed: str | None = None,
+    *,
+    marked: bool = True,
+    preemptable: bool = True,
 ) -> Controller:
     """The deadlock; ``checkpointed`` names a gang that saved a checkpoint an hour ago.
 
     ``marked``: Volcano marked the PodGroups and the waiting pods unschedulable.
+    ``preemptable``: False annotates both gangs ``volcano.sh/preemptable: "false"``.
     """
     c = Controller()
     at = NOW - 600
@@ -29,17 +34,17 @@ def deadlocked(
         c.add(node(f"gpu-{i:02d}", gpus=5), at)
     c.add(queue("training", weight=1), at)
     for g, name in enumerate(GANGS):
-        c.add(
-            pod_group(
-                name,
-                namespace="train",
-                queue="training",
-                min_member=4,
-                phase="Unknown",
-                unschedulable=marked,
-            ),
-            at,
+        group = pod_group(
+            name,
+            namespace="train",
+            queue="training",
+            min_member=4,
+            phase="Unknown",
+            unschedulable=marked,
         )
+        if not preemptable:
+            group["metadata"]["annotations"] = {"volcano.sh/preemptable": "false"}
+        c.add(group, at)
         for k in range(3):
             c.add(pod(name, k, namespace="train", gpus=5, node=f"gpu-{3 * g + k:02d}"), at)
     if checkpointed is not None:
@@ -125,3 +130,13 @@ def test_the_yielding_gang_evicts_nobody_for_itself_while_its_pods_leave() -> No
     assert [v.job for v in c.decisions[0].plan.victims] == ["train/llm-b"]  # loses nothing
     c.tick(NOW + 30)
     assert len(c.decisions) == 1  # llm-b, yielding, is no demand of its own
+
+
+def test_a_deadlock_no_gang_may_break_raises_one_critical_alert_and_evicts_nothing() -> None:
+    c = deadlocked(preemptable=False)
+    for dt in (1, 31, 61):
+        c.tick(NOW + dt)
+    assert c.decisions == []
+    alerts = [a for a in c.alerts if a.kind is AlertKind.GANG_DEADLOCK]
+    assert [a.severity for a in alerts] == ["critical"]
+    assert "no gang may yield" in alerts[0].message
