@@ -110,6 +110,20 @@ def render(console: Console, view: dict[str, Any], now: float) -> None:
             _when(command["deadline"], now),
         )
     console.print(yields)
+    if view.get("aborted_outside"):  # issue 9; older views lack the key
+        outside = Table(title="Aborted outside gpuyield", title_justify="left")
+        for column in ("job", "queue", "phase", "gpuyield"):
+            outside.add_column(column)
+        for job in view["aborted_outside"]:
+            outside.add_row(
+                job["job"],
+                job["queue"],
+                job["phase"],
+                "adopted: resumes when it fits"
+                if job["adopted"]
+                else "left alone (setting adopt_aborted_jobs adopts it)",
+            )
+        console.print(outside)
     if view["recent_alerts"]:
         alerts = Table(title="Recent alerts", title_justify="left")
         for column in ("kind", "job", "raised"):

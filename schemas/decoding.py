@@ -24,15 +24,20 @@ class MessageError(ValueError):
 
 
 def decode(model: type[M], raw: bytes | str | None) -> M:
-    """Parse and validate one message, checking its format version first."""
+    """Parse and validate one message with exact JSON types, checking its format version first.
+
+    The fast path is pydantic's own JSON parser in strict mode (see
+    ``schemas.base``). When it fails, the bytes are read again to say first
+    whether they are JSON at all and of a known version; otherwise the reason
+    is the strict parser's own error, so it names the field (``gpus: input
+    should be a valid integer (got "8")``).
+    """
     if raw is None:
         raise MessageError("empty message (a tombstone or a null value)")
     try:
-        # The fast path (pydantic's own JSON parser); any failure is re-read
-        # below, slowly, to name what is wrong.
-        return model.model_validate_json(raw)
-    except ValueError:
-        pass
+        return model.model_validate_json(raw, strict=True)
+    except ValidationError as exc:
+        failure = exc
     try:
         doc: Any = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -40,15 +45,12 @@ def decode(model: type[M], raw: bytes | str | None) -> M:
     if not isinstance(doc, dict):
         raise MessageError(f"not a JSON object (got {type(doc).__name__})")
     version = doc.get("v", 1)
-    if version not in KNOWN_VERSIONS:
+    if isinstance(version, bool) or version not in KNOWN_VERSIONS:
         raise MessageError(
             f"unknown format version {json.dumps(version)[:20]} for {model.__name__} "
             f"(this reader knows {', '.join(map(str, KNOWN_VERSIONS))})"
         )
-    try:
-        return model.model_validate(doc)
-    except ValidationError as exc:
-        raise MessageError(f"{model.__name__}: {explain_validation_error(exc)}") from None
+    raise MessageError(f"{model.__name__}: {explain_validation_error(failure)}")
 
 
 def encode(message: BaseModel) -> bytes:

@@ -74,14 +74,15 @@ def parse_json_object(text: str, source: str) -> dict[str, Any]:
 
 
 def load_snapshot(text: str, source: str = "snapshot") -> Snapshot:
-    """Parse and validate a v1 snapshot, or raise InputError with one clear line."""
+    """Parse and validate a v1 snapshot with exact JSON types, or raise InputError."""
     data = parse_json_object(text, source)
     version = data.get("version")
-    if "version" in data and version != 1:
+    if "version" in data and (isinstance(version, bool) or version != 1):
         raise InputError(
             f"version: unsupported snapshot version {json.dumps(version)}; this planner reads 1"
         )
     try:
-        return Snapshot.model_validate(data)
+        # exact JSON types (strict mode, see schemas.base): "gpus": "8" is an error
+        return Snapshot.model_validate_json(text, strict=True)
     except ValidationError as exc:
         raise InputError(explain_validation_error(exc)) from None

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from gpuyield.schemas.base import WireModel
+from gpuyield.schemas.base import FormatVersion, WireModel
 from gpuyield.schemas.plan import Plan
 from gpuyield.schemas.snapshot import Snapshot
 
@@ -66,7 +66,7 @@ class KubeEvent(WireModel):
     was down) is a ``DELETED`` event with the last object seen.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     type: KubeEventType
     kind: KubeKind
     namespace: str | None = None
@@ -88,7 +88,7 @@ class KubeEvent(WireModel):
 class Heartbeat(WireModel):
     """A training pod's progress report (the trainer SDK sends one every few seconds)."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     pod: str = NonEmpty
     rank: int = Field(0, ge=0, le=1_000_000)
@@ -110,7 +110,7 @@ class JobProgress(WireModel):
     decider sees every job without reading every heartbeat.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     step: Count
     progress: float = Field(ge=0, le=1)
@@ -130,7 +130,7 @@ class Tick(WireModel):
     them, and a duplicate tick changes nothing.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     at: UnixTime
 
 
@@ -149,7 +149,7 @@ class YieldCommand(WireModel):
     redelivers it. Keyed by ``node`` on the topic.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     command_id: str = NonEmpty
     decision_id: str = NonEmpty
     action: CommandAction = CommandAction.YIELD
@@ -183,7 +183,7 @@ class YieldOutcome(StrEnum):
 class YieldAck(WireModel):
     """A node agent's report on one command; keyed by job."""
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     command_id: str = NonEmpty
     decision_id: str = ""
     node: str = NonEmpty
@@ -204,7 +204,7 @@ class Decision(WireModel):
     gives the same plan byte for byte. Keyed by the preemptor.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     decision_id: str = NonEmpty
     demand: str = NonEmpty
     decided_at: UnixTime
@@ -231,7 +231,7 @@ class Reservation(WireModel):
     it; ``nodes`` maps each node to the GPUs held there. Keyed by the job.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     job: str = NonEmpty
     state: ReservationState
     nodes: dict[str, int] = Field(default_factory=dict)
@@ -254,6 +254,11 @@ class AlertKind(StrEnum):
     # Volcano's own preempt/reclaim (or gangpreempt/gangreclaim) is on beside gpuyield:
     # raised by the worker's start-up check of the scheduler's ConfigMap.
     VOLCANO_PREEMPTING = "volcano-preempting"
+    # issue 9, the live path (each meaning its own kind):
+    INVALID_INPUT = "invalid-input"  # the records describe a cluster no snapshot can hold
+    YIELD_FAILED = "yield-failed"  # a node agent could not act on a yield (FAILED ack)
+    QUEUE_MISCONFIGURED = "queue-misconfigured"  # a queue Volcano reads otherwise than intended
+    GANG_DEADLOCK = "gang-deadlock"  # partly placed gangs block each other
 
 
 class AlertState(StrEnum):
@@ -272,7 +277,7 @@ class Alert(WireModel):
     ``(alert_id, state)``.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     alert_id: str = NonEmpty
     kind: AlertKind
     severity: Literal["info", "warning", "critical"] = "warning"
@@ -295,7 +300,7 @@ class DeadLetter(WireModel):
     still be identified in the source topic (at ``offset``) and checked.
     """
 
-    v: Literal[1] = 1
+    v: FormatVersion = 1
     reason: str = Field(max_length=8192)
     source_topic: str
     partition: Count

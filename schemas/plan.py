@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from gpuyield.schemas.base import WireModel
+from gpuyield.schemas.base import FormatVersion, WireModel
 
 
 class Action(StrEnum):
@@ -85,7 +85,7 @@ class Candidate(WireModel):
 class Plan(WireModel):
     """What to evict so that the preemptor fits, and where its pods go."""
 
-    version: Literal[1] = 1
+    version: FormatVersion = 1
     preemptor: str | None
     action: Action
     feasible: bool

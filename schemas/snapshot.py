@@ -11,12 +11,11 @@ the offending field, e.g. ``jobs[3].pods[0].node: unknown node 'n9'``.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from gpuyield.schemas.base import WireModel
+from gpuyield.schemas.base import FormatVersion, WireModel
 
 Name = Field(min_length=1, max_length=253)
 
@@ -132,7 +131,7 @@ class Job(WireModel):
 class Snapshot(WireModel):
     """The cluster at one instant; the same snapshot always gives the same plan."""
 
-    version: Literal[1]
+    version: FormatVersion
     now: float
     policy: Policy = Policy()
     nodes: tuple[Node, ...]

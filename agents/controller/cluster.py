@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from gpuyield.agents.controller import yields
+from gpuyield.agents.controller import queue_capability, yields
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     EVICTIONS,
@@ -76,11 +76,16 @@ class JobView:
 
     @property
     def waiting(self) -> bool:
-        """Pending with pods to place: a demand, once Volcano says it cannot place them."""
+        """Pending with pods to place: a demand, once Volcano says it cannot place them.
+
+        Not while its own pods are leaving: a job yielding now (a gang that
+        broke a deadlock, say) must not evict others for the pods it gives up.
+        """
         return (
             self.state is JobState.PENDING
             and self.group_phase not in PLACED_GROUP_PHASES
             and any(p.node is None for p in self.pods)
+            and not self.leaving
         )
 
 
@@ -271,7 +276,7 @@ def snapshot(
             )
         )
     known_nodes = {n.name for n in nodes}
-    queues = _queues(records)
+    queues = _queues(records, config)
     jobs_out: list[Job] = []
     unique = _unique_pod_names(views)
     for view in views.values():
@@ -343,15 +348,18 @@ def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:
     return held
 
 
-def _queues(records: Overlay) -> dict[str, Queue]:
+def _queues(records: Overlay, config: ControllerConfig) -> dict[str, Queue]:
     """The watched queues, made consistent enough to plan with.
 
     Volcano's webhook rejects most inconsistencies, but a controller must not
     stop deciding because of one: a capability below the guarantee lowers the
     guarantee to it, and a parent that is unknown or closes a cycle is dropped
-    (the queue is then a root).
+    (the queue is then a root). A capability that names resources but not
+    GPUs is read the way Volcano reads it (``queue_capability``).
     """
     raw = dict(records.typed_prefix(QUEUE, QueueRecord))
+    as_json = {name: q.dump() for name, q in raw.items()}
+    cluster_gpus = sum(node.gpus for _, node in records.typed_prefix(NODE, NodeRecord))
     parents: dict[str, str | None] = {name: q.parent for name, q in raw.items()}
     for name in sorted(parents):
         seen = {name}
@@ -364,7 +372,9 @@ def _queues(records: Overlay) -> dict[str, Queue]:
             cursor = parents[cursor]
     queues = {}
     for name, q in raw.items():
-        capability = q.capability
+        capability = queue_capability.gpu_capability(
+            name, as_json, cluster_gpus, config.capability_without_gpu
+        )
         guarantee = q.guarantee if capability is None else min(q.guarantee, capability)
         queues[name] = Queue(
             name=name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from gpuyield.schemas import Policy
 
@@ -77,3 +78,19 @@ class ControllerConfig:
     """A suspended job that may resume (past its backoff, no heavier job waiting)
     and for which enough GPUs have been free this long without it resuming
     (fragmented, or held for others) raises a ``resume-starved`` alert."""
+
+    # -- issue 9, the live path ------------------------------------------------
+    capability_without_gpu: Literal["zero", "cluster"] = "zero"
+    """How to read a Volcano Queue whose ``spec.capability`` names resources but
+    not ``nvidia.com/gpu``: ``zero`` as Volcano v1.5-v1.8.1 do (0 GPUs), or
+    ``cluster`` as v1.8.2 and later do (the cluster's GPUs less the other queues'
+    guarantees). gpuyield cannot see the version; ``zero`` never evicts for a
+    job some Volcano will not admit. See ``queue_capability``; an alert
+    (``queue-misconfigured``) names such a queue and the fix either way."""
+
+    adopt_aborted_jobs: bool = False
+    """Adopt Volcano Jobs something else aborted (``status.state.phase`` Aborted
+    or Aborting, with no yield of gpuyield's behind them): they become
+    suspended jobs gpuyield resumes like its own. Off by default: an operator
+    who aborted a job by hand usually meant it; ``gpuyield status`` lists them
+    under "aborted outside gpuyield" either way."""

@@ -39,7 +39,14 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from gpuyield.agents.controller import cluster, kube_facts, yields
+from gpuyield.agents.controller import (
+    aborted,
+    cluster,
+    deadlock,
+    kube_facts,
+    queue_capability,
+    yields,
+)
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -310,6 +317,9 @@ def step(
     elif isinstance(message, YieldAck):
         _apply_ack(s, message)
     _housekeeping(s)
+    if s.config.adopt_aborted_jobs:  # issue 9: jobs aborted outside gpuyield resume like its own
+        for job in aborted.to_adopt(s.view):
+            s.put(SUSPENDED + job.name, aborted.adopted_record(s.now))
     try:
         _decide(s)
         _resume(s)
@@ -319,7 +329,7 @@ def step(
         # per problem, and decide again when the next message changes things.
         s.alert(
             derive_id("invalid-snapshot", str(exc.errors()[0]["msg"])),
-            AlertKind.DEMAND_UNSERVABLE,
+            AlertKind.INVALID_INPUT,
             f"cannot build a valid snapshot: {explain_validation_error(exc)}",
             severity="critical",
         )
@@ -432,7 +442,7 @@ def _apply_ack(s: _Step, ack: YieldAck) -> None:
     if ack.outcome is YieldOutcome.FAILED:
         s.alert(
             derive_id("yield-failed", ack.command_id),
-            AlertKind.YIELD_HARD_KILLED,
+            AlertKind.YIELD_FAILED,
             f"the node agent on {ack.node} could not make {job} yield: {ack.detail}",
             job=job,
             severity="critical",
@@ -548,6 +558,15 @@ def _waits_for_its_round(s: _Step, job: str, yielding_for: frozenset[str]) -> bo
 def _decide(s: _Step) -> None:
     plans = 0
     views = cluster.jobs(s.view, s.config)
+    for found in queue_capability.check(s.view, views.values(), s.config):  # issue 9
+        s.alert(
+            derive_id(*found.parts),
+            AlertKind.QUEUE_MISCONFIGURED,
+            found.message,
+            details=found.details,
+        )
+    if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
+        views = cluster.jobs(s.view, s.config)
     yielding_for = frozenset(
         y.preemptor
         for _, y in s.view.typed_prefix(YIELD, YieldRecord)
@@ -581,6 +600,43 @@ def _decide(s: _Step) -> None:
             continue
         _issue(s, demand.name, snapshot, result, ledger)
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
+
+
+# -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --
+
+
+def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
+    """Partial gangs blocking each other: the one whose yield loses least yields."""
+    found = deadlock.resolve(
+        s.view, views, s.now, s.config, lambda job: s.ledger(job).may_plan(job, s.now)
+    )
+    if found is None:
+        return False
+    what = found.deadlock.describe()
+    if found.preemptor is None or found.snapshot is None or found.plan is None:
+        for gang in found.deadlock.gangs:  # look again after the retry cooldown
+            s.save_ledger(gang, s.ledger(gang).tried(gang, s.now))
+        s.alert(
+            derive_id("gang-deadlock", *found.deadlock.gangs),
+            AlertKind.GANG_DEADLOCK,
+            f"gang deadlock: {what}; no gang may yield (preemptable: false, cooldown "
+            "or eviction limit): delete one of them",
+            severity="critical",
+            details={"gangs": list(found.deadlock.gangs)},
+        )
+        return False
+    _issue(s, found.preemptor, found.snapshot, found.plan, s.ledger(found.preemptor))
+    victims = sorted(v.job for v in found.plan.victims)
+    s.alert(
+        derive_id("gang-deadlock", s.decisions[-1].decision_id),
+        AlertKind.GANG_DEADLOCK,
+        f"gang deadlock: {what}; {', '.join(victims)} yields "
+        f"({found.plan.lost_gpu_seconds:.0f} GPU-seconds lost) so {found.preemptor} "
+        "can complete",
+        job=found.preemptor,
+        details={"gangs": list(found.deadlock.gangs), "yields": victims},
+    )
+    return True
 
 
 def _nominate(s: _Step, job: str, snapshot: Snapshot, result: Plan, decision_id: str) -> None:

@@ -229,7 +229,8 @@ def queue_record(queue: Mapping[str, Any]) -> Record:
     meta = queue.get("metadata") or {}
     spec = queue.get("spec") or {}
     name = meta.get("name")
-    capability = (spec.get("capability") or {}).get(GPU)
+    limits = spec.get("capability") or {}
+    capability = limits.get(GPU)
     guarantee = _dig(spec, "guarantee", "resource", GPU)
     reclaimable = spec.get("reclaimable")
     return {
@@ -237,6 +238,9 @@ def queue_record(queue: Mapping[str, Any]) -> Record:
         "capability": None
         if capability is None
         else gpu_quantity(capability, f"queue {name} capability"),
+        # The resources spec.capability names: a capability that names some
+        # but not nvidia.com/gpu is read by the version rule in queue_capability.
+        "capability_lists": sorted(str(k) for k in limits),
         "guarantee": gpu_quantity(guarantee, f"queue {name} guarantee"),
         "reclaimable": True if reclaimable is None else bool(reclaimable),
         "parent": spec.get("parent") if spec.get("parent") not in (None, "", "root") else None,

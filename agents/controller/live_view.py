@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller import aborted, cluster
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -117,6 +117,10 @@ def live_view(
         ),
         key=lambda a: a["raised_at"],
     )[-RECENT_ALERTS:]
+    aborted_outside = [  # issue 9: aborted by someone else (adopted: gpuyield will resume it)
+        {"job": j.name, "phase": j.phase, "queue": j.queue, "adopted": j.adopted}
+        for j in aborted.outside_gpuyield(view)
+    ]
     return {
         "updated_at": now,
         "jobs": jobs,
@@ -124,4 +128,5 @@ def live_view(
         "yields_in_flight": yields,
         "reservations": reservations,
         "recent_alerts": alerts,
+        "aborted_outside": aborted_outside,
     }

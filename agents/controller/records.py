@@ -115,6 +115,9 @@ class QueueRecord(RecordModel):
     guarantee: int = Field(ge=0)
     reclaimable: bool
     parent: str | None = None
+    capability_lists: tuple[str, ...] = ()
+    """The resource names ``spec.capability`` lists: a list without GPUs is a trap
+    (``queue_capability``)."""
 
 
 # -- what the decider learns and decides ----------------------------------------
@@ -181,6 +184,8 @@ class SuspendedRecord(RecordModel):
     resume_node: str | None = None
     capacity_since: float | None = None
     """Since when, without a break, the GPUs it needs were free and it did not resume."""
+    adopted: bool = False
+    """Aborted by something else and adopted (``adopt_aborted_jobs``), not yielded by gpuyield."""
 
 
 class ReservationRecord(RecordModel):

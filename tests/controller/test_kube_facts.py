@@ -92,6 +92,7 @@ def test_a_queue_reads_capability_guarantee_and_reclaimable() -> None:
     assert record == {
         "weight": 4.0,
         "capability": 256,
+        "capability_lists": ["nvidia.com/gpu"],
         "guarantee": 128,
         "reclaimable": False,
         "parent": None,
@@ -102,6 +103,7 @@ def test_a_queue_without_limits_is_unlimited_and_reclaimable() -> None:
     assert queue_record(queue("default")) == {
         "weight": 1.0,
         "capability": None,
+        "capability_lists": [],
         "guarantee": 0,
         "reclaimable": True,
         "parent": None,

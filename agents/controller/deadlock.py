@@ -1,0 +1,57 @@
+"""The decider's view of gang deadlocks: the records in, a resolution to issue out.
+
+Only a cheap look at the job views runs on every step: two or more jobs
+holding GPUs with fewer pods than their gang minimum, that Volcano marked
+unschedulable (a gang being bound pod by pod is partial for a moment, but
+not unschedulable). Partial gangs are rare, so the snapshot, the detector and
+the planner runs of ``policy.gang_deadlock`` run only then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import Overlay
+from gpuyield.agents.policy import gang_deadlock
+from gpuyield.schemas import JobState
+
+NO_PREEMPTOR = ""
+"""A name no job has: the detection snapshot includes every job holding GPUs."""
+
+
+def _partial(view: cluster.JobView) -> bool:
+    gang_min = len(view.pods) if view.min_available is None else view.min_available
+    return (
+        view.state is not JobState.SUSPENDED
+        and 0 < view.placed < gang_min
+        and any(p.node is None for p in view.pods)
+    )
+
+
+def resolve(
+    records: Overlay,
+    views: Mapping[str, cluster.JobView],
+    now: float,
+    config: ControllerConfig,
+    may_plan: Callable[[str], bool] = lambda _job: True,
+) -> gang_deadlock.Resolution | None:
+    """The deadlock among partly placed gangs and which one yields, or None.
+
+    ``may_plan`` is the demand ledger's answer per gang: a gang whose round is
+    in flight or cooling down is no member, which bounds the planner runs an
+    unbreakable deadlock costs to one round per ``demand_retry_s``.
+    """
+    stuck = {v.name for v in views.values() if _partial(v) and v.unschedulable and may_plan(v.name)}
+    if len(stuck) < 2:
+        return None
+    snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config)
+    found = gang_deadlock.find(snapshot, among=stuck)
+    if found is None:
+        return None
+    return gang_deadlock.resolve(
+        found,
+        lambda member: cluster.snapshot(records, views, member, now, config),
+        budget=config.planner_budget,
+    )
