@@ -230,6 +230,8 @@ class AlertKind(StrEnum):
     YIELD_HARD_KILLED = "yield-hard-killed"
     YIELD_DEADLINE_MISSED = "yield-deadline-missed"
     DEMAND_UNSERVABLE = "demand-unservable"
+    # A reservation could not be applied or released on the cluster (Kubernetes API).
+    RESERVATION_FAILED = "reservation-failed"
 
 
 class Alert(WireModel):

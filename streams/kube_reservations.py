@@ -10,7 +10,9 @@ nothing of that, so this module makes it true on the cluster
   holding the node (a hash: a label value has 63 characters at most), so a
   node two holds share admits both preemptors and nobody else; Kubernetes
   allows one taint per key and effect, hence one taint, not one per hold. The
-  annotation ``gpuyield.io/reserved-for`` lists the jobs for people;
+  same patch sets the label ``gpuyield.io/reserved=true`` (reconciles find
+  the held nodes by it) and the annotation ``gpuyield.io/reserved-for``, the
+  jobs, for people;
 - every unbound pod of a holding job (label ``volcano.sh/job-name`` in the
   job's namespace) carries a toleration for the value of each node its job
   holds. Tolerations are added before taints change, so a preemptor never
@@ -54,6 +56,9 @@ Object = dict[str, Any]
 TAINT_KEY = "gpuyield.io/reserved"
 TAINT_EFFECT = "NoSchedule"
 HOLDERS_ANNOTATION = "gpuyield.io/reserved-for"
+RESERVED_LABEL = "gpuyield.io/reserved"
+"""Set with the taint, in the same patch: a reconcile finds our nodes by label, not by
+listing every node of a large cluster."""
 JOB_LABEL = "volcano.sh/job-name"
 STRATEGIC = "application/strategic-merge-patch+json"
 
@@ -188,17 +193,23 @@ class ReservationEnforcer:
         touched = set(nodes) | (previous.nodes if previous else set())
         return self._converge(touched)
 
-    def reconcile(self, holds: Iterable[Hold]) -> Report:
+    def reconcile(self, holds: Iterable[Hold], *, every_node: bool = False) -> Report:
         """Make the cluster match exactly ``holds`` (expired ones count as not held).
 
-        Lists every node, so a taint left by an owner that died before
-        releasing it is found and removed; and it adds tolerations to the
-        holding jobs' pods that were created since (Volcano creates a job's
-        pods when it admits the job, possibly after the hold was applied).
+        Finds the nodes carrying our taint (by our label; ``every_node``: by
+        listing all nodes, for a start after a crash), so a taint left by an
+        owner that died before releasing it is removed; and adds tolerations
+        to the holding jobs' pods that were created since (Volcano creates a
+        job's pods when it admits the job, possibly after the hold was applied).
         """
         now = self._clock()
         self._holds = {h.job: h for h in holds if h.until > now}
-        ours = {name for name, taints in self._list_node_taints() if _our_value(taints) is not None}
+        selector = None if every_node else RESERVED_LABEL
+        ours = {
+            name
+            for name, taints, labels in self._list_nodes(selector)
+            if _our_value(taints) is not None or RESERVED_LABEL in labels
+        }
         return self._converge(ours | set(holders_by_node(self._holds.values())), every_job=True)
 
     # -- convergence ---------------------------------------------------------
@@ -272,11 +283,20 @@ class ReservationEnforcer:
             annotations = (current.get("metadata") or {}).get("annotations") or {}
             others = [t for t in taints if t.get("key") != TAINT_KEY]
             wanted = [*others, reserved_taint(value)] if value else others
+            labels = (current.get("metadata") or {}).get("labels") or {}
             holders = ",".join(jobs) if jobs else None
-            if wanted == taints and annotations.get(HOLDERS_ANNOTATION) == holders:
+            marked = "true" if value else None
+            if (
+                wanted == taints
+                and annotations.get(HOLDERS_ANNOTATION) == holders
+                and labels.get(RESERVED_LABEL) == marked
+            ):
                 return None
             return {
-                "metadata": {"annotations": {HOLDERS_ANNOTATION: holders}},
+                "metadata": {
+                    "labels": {RESERVED_LABEL: marked},
+                    "annotations": {HOLDERS_ANNOTATION: holders},
+                },
                 "spec": {"taints": wanted},
             }
 
@@ -388,15 +408,22 @@ class ReservationEnforcer:
             if not token:
                 return
 
-    def _list_node_taints(self) -> Iterator[tuple[str, list[Object]]]:
+    def _list_nodes(
+        self, selector: str | None
+    ) -> Iterator[tuple[str, list[Object], Mapping[str, str]]]:
+        """Each node's name, taints and labels (those matching ``selector``, if given)."""
         token: str | None = None
         while True:
             kwargs: dict[str, Any] = {"limit": self._settings.page_size, **self._raw()}
+            if selector:
+                kwargs["label_selector"] = selector
             if token:
                 kwargs["_continue"] = token
             page = self._read("the node list", functools.partial(self._core.list_node, **kwargs))
             for node in page.get("items") or ():
-                yield node["metadata"]["name"], (node.get("spec") or {}).get("taints") or []
+                meta = node["metadata"]
+                taints = (node.get("spec") or {}).get("taints") or []
+                yield meta["name"], taints, meta.get("labels") or {}
             token = (page.get("metadata") or {}).get("continue")
             if not token:
                 return

@@ -43,6 +43,7 @@ from gpuyield.agents.controller import progress as progress_rules
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, InputRejected, step
 from gpuyield.agents.controller.live_view import live_view
+from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
@@ -52,6 +53,7 @@ from gpuyield.schemas.messages import (
     YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
     ALERTS,
     DEAD_LETTERS,
@@ -111,6 +113,11 @@ class WorkerOptions:
 
     heartbeat_batch: int = 1000
     """Heartbeats folded per batch (or fewer after 100 ms)."""
+
+    reservation_enforcer: ReservationEnforcer | None = None
+    """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
+
+    reservation_reconcile_s: float = 30.0
 
 
 def build_app(
@@ -253,6 +260,9 @@ def build_app(
         p + TICKS: Tick,
     }
     last_view = [0.0]
+    reservation_sync = ReservationSync(
+        options.reservation_enforcer, options.reservation_reconcile_s
+    )
 
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
@@ -276,14 +286,17 @@ def build_app(
                         del decider_table[raw_key]
                 else:
                     decider_table[raw_key] = value
-            # Holds first: an enforcer applies a hold before the yields free its GPUs.
+            # Holds first: on the cluster, then on their topic, before the yields free the GPUs.
+            failed = await enforce_reservations(
+                reservation_sync, _TableView(decider_table), outcome.reservations, time.time()
+            )
             for held in outcome.reservations:
                 await reservations.send(key=held.job.encode(), value=encode(held))
             for decision in outcome.decisions:
                 await decisions.send(key=decision.demand.encode(), value=encode(decision))
             for command in outcome.commands:
                 await commands.send(key=command.node.encode(), value=encode(command))
-            for alert in outcome.alerts:
+            for alert in (*outcome.alerts, *failed):
                 log.warning("alert %s: %s", alert.kind.value, alert.message)
                 await alerts.send(key=(alert.job or alert.kind.value).encode(), value=encode(alert))
             if outcome.decisions:
