@@ -239,3 +239,18 @@ def test_kubectl_watching_pods_sees_the_enforcer_add_its_toleration(
     assert name == pod
     assert int(version) > int(first.split()[1])
     assert taint_value(["prod/ft-llama"]) in values
+
+
+def test_a_reservation_taint_written_by_hand_is_removed_by_a_full_reconcile(
+    kube_api: FakeKubeApi, kubectl: list[str]
+) -> None:
+    kube_api.create(a_gpu_node("gpu-00"))
+    ok(kubectl, "taint", "nodes", "gpu-00", f"{TAINT_KEY}=left-behind:NoSchedule")
+    ok(kubectl, "taint", "nodes", "gpu-00", f"{DRAIN}:NoSchedule")
+    client = kubernetes.client.ApiClient(kube_api.configuration())
+
+    ReservationEnforcer(client, clock=lambda: 0.0).reconcile([], every_node=True)
+    client.close()
+
+    taints = json.loads(ok(kubectl, "get", "node", "gpu-00", "-o", "jsonpath={.spec.taints}"))
+    assert {t["key"] for t in taints} == {DRAIN, "nvidia.com/gpu"}

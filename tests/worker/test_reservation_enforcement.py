@@ -7,12 +7,16 @@ emits them.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import kubernetes.client
 import pytest
 from fakes.kube_api import FakeKubeApi
 from fakes.kube_objects import a_gpu_node, a_volcano_job, pods_for
+from live_worker import GPUYIELD
 
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations, holds_of
 from gpuyield.schemas.messages import AlertKind, Reservation, ReservationState
@@ -138,3 +142,23 @@ def test_unreadable_reservation_records_are_skipped() -> None:
     }
 
     assert [h.job for h in holds_of(records)] == ["prod/ft-llama"]
+
+
+def test_a_worker_told_to_enforce_without_a_usable_kubeconfig_exits_2_naming_it(
+    tmp_path: Path,
+) -> None:
+    env = {
+        **os.environ,
+        "GPUYIELD_KUBE_RESERVATIONS": "true",
+        "GPUYIELD_KUBECONFIG": str(tmp_path / "missing"),
+        "GPUYIELD_STATE_DIR": str(tmp_path / "state"),
+    }
+
+    result = subprocess.run(
+        [GPUYIELD, "worker"], env=env, capture_output=True, text=True, timeout=60
+    )
+
+    assert result.returncode == 2
+    assert result.stderr.startswith("gpuyield: GPUYIELD_KUBE_RESERVATIONS is on")
+    assert len(result.stderr.splitlines()) == 1
+    assert not (tmp_path / "state" / "endpoints.json").exists()  # no service was started
