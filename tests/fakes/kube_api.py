@@ -14,7 +14,7 @@ Clients may write too: PATCH (strategic merge, merge and JSON patches,
 ``kube_patch``) and PUT of a named object, with the registry's update rules
 (``kube_rules``: resourceVersion conflicts, the pod-update validation, node
 taints), each write a new version and a MODIFIED event. Discovery
-(``kube_discovery``) and ``labelSelector`` on lists are served, so kubectl
+(``kube_discovery``) and ``labelSelector`` on lists and watches are served, so kubectl
 works against it.
 
 Tests drive it from their own thread: writes (``create``/``replace``/
@@ -160,6 +160,20 @@ class _OpenWatch:
     bookmarks: bool
     request: web.Request
     queue: asyncio.Queue[_Item] = field(default_factory=asyncio.Queue)
+    selected: Callable[[Object], bool] = field(default=lambda _: True)
+
+    def offer(self, change: Change) -> None:
+        """Queue ``change`` as this watch sees it through its label selector.
+
+        As the watch cache does: an object that starts matching is ADDED, one
+        that stops matching is DELETED (its new state), others pass as they are.
+        """
+        now = self.selected(change.object)
+        before = change.previous is not None and self.selected(change.previous)
+        if change.type == "MODIFIED" and now != before:
+            self.queue.put_nowait(("ADDED" if now else "DELETED", change.object))
+        elif now or (change.type == "DELETED" and before):
+            self.queue.put_nowait((change.type, change.object))
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,7 +461,7 @@ class FakeKubeApi:
             if change.resource is route.resource and (
                 route.namespace is None or change.key.startswith(f"{route.namespace}/")
             ):
-                watch.queue.put_nowait((change.type, change.object))
+                watch.offer(change)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         route = parse_path(request.path)
@@ -647,17 +661,24 @@ class FakeKubeApi:
     async def _watch(
         self, route: _Route, query: dict[str, str], request: web.Request
     ) -> web.StreamResponse:
-        watch = _OpenWatch(route, _truthy(query.get("allowWatchBookmarks")), request)
+        try:
+            selected = label_selector(query.get("labelSelector") or "")
+        except ValueError as exc:
+            return _status_response(400, f"unable to parse requirement: {exc}")
+        watch = _OpenWatch(
+            route, _truthy(query.get("allowWatchBookmarks")), request, selected=selected
+        )
         since = query.get("resourceVersion") or ""
         # Replay and subscribe with no await in between, so no write falls in a gap.
         if since in ("", "0"):
             for _, obj in self.store.snapshot(route.resource, route.namespace):
-                watch.queue.put_nowait(("ADDED", obj))
+                if selected(obj):
+                    watch.queue.put_nowait(("ADDED", obj))
             self._watches.add(watch)
         else:
             try:
                 for change in self.store.changes_since(route.resource, route.namespace, int(since)):
-                    watch.queue.put_nowait((change.type, change.object))
+                    watch.offer(change)
                 self._watches.add(watch)
             except Expired as exc:
                 watch.queue.put_nowait(("ERROR", status_object(410, str(exc))))

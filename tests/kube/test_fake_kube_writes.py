@@ -170,3 +170,33 @@ def test_a_json_patch_test_passes_on_every_present_value_and_fails_on_a_changed_
     assert json_patch(doc, [{"op": "test", "path": pointer, "value": doc[key]}]) == doc
     with pytest.raises(Exception, match="test failed"):
         json_patch(doc, [{"op": "test", "path": pointer, "value": [doc[key], "changed"]}])
+
+
+def test_a_watch_with_a_label_selector_sees_an_object_leave_it_as_deleted(
+    kube_api: FakeKubeApi, core: kubernetes.client.CoreV1Api
+) -> None:
+    kube_api.create(a_pod("a", namespace="prod", labels={"team": "x"}))
+    kube_api.create(a_pod("b", namespace="prod", labels={"team": "y"}))
+    version = str(kube_api.resource_version)
+    kube_api.modify(
+        a_pod("a", namespace="prod"), lambda p: p["metadata"]["labels"].update(team="z")
+    )
+    kube_api.modify(
+        a_pod("b", namespace="prod"), lambda p: p["metadata"]["labels"].update(team="x")
+    )
+
+    response = core.list_namespaced_pod(
+        "prod",
+        watch=True,
+        label_selector="team=x",
+        resource_version=version,
+        timeout_seconds=1,
+        _preload_content=False,
+    )
+    events = [json.loads(line) for line in response.data.splitlines() if line]
+    response.release_conn()
+
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [
+        ("DELETED", "a"),
+        ("ADDED", "b"),
+    ]
