@@ -18,8 +18,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import faust
+import kubernetes.client
 import typer
 from aiokafka.errors import KafkaError
+from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
@@ -29,6 +31,8 @@ from gpuyield.schemas import Policy
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
+from gpuyield.streams.kube_reservations import ReservationEnforcer
+from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
@@ -96,6 +100,21 @@ def volcano_conf_key(settings: Settings) -> ConfigMapKey:
     )
 
 
+def reservation_enforcer(settings: Settings) -> ReservationEnforcer | None:
+    """The enforcer when the settings give the worker Kubernetes access; exits 2 if unusable."""
+    if not settings.kube_reservations:
+        return None
+    kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
+    try:
+        configuration = load_kube_configuration(kubeconfig, settings.kube_context)
+    except (ConfigException, OSError, ValueError) as exc:
+        fail(
+            "GPUYIELD_KUBE_RESERVATIONS is on, but the Kubernetes configuration cannot be "
+            f"loaded: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        )
+    return ReservationEnforcer(kubernetes.client.ApiClient(configuration))
+
+
 def controller_config(settings: Settings) -> ControllerConfig:
     return ControllerConfig(policy=Policy(grace_s=settings.grace_s))
 
@@ -113,6 +132,7 @@ def worker_command(
     """Run the controller: progress tables, the livelock guard and the eviction decider."""
     settings = settings_or_fail(config)
     configure_logging(loglevel)
+    enforcer = reservation_enforcer(settings)  # before any service starts: fail fast
     try:
         with services(settings) as endpoints:
             prefix = settings.topic_prefix
@@ -143,6 +163,8 @@ def worker_command(
                     tick_s=tick_s,
                     heartbeat_partitions=settings.topic_partitions,
                     data_dir=str(Path(settings.state_dir) / "faust"),
+                    reservation_enforcer=enforcer,
+                    reservation_reconcile_s=settings.reservation_reconcile_s,
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

@@ -259,6 +259,8 @@ class AlertKind(StrEnum):
     YIELD_FAILED = "yield-failed"  # a node agent could not act on a yield (FAILED ack)
     QUEUE_MISCONFIGURED = "queue-misconfigured"  # a queue Volcano reads otherwise than intended
     GANG_DEADLOCK = "gang-deadlock"  # partly placed gangs block each other
+    # A reservation could not be applied or released on the cluster (Kubernetes API).
+    RESERVATION_FAILED = "reservation-failed"
 
 
 class AlertState(StrEnum):

@@ -270,6 +270,37 @@ class Settings(BaseSettings):
 
     # --- end of the Volcano check's settings ----------------------------------------------
 
+    # -- The worker's Kubernetes access: reservations on the real scheduler ----------
+    # Off by default, so a worker without cluster credentials behaves as before. On,
+    # the decider's owner taints the nodes it holds for a preemptor and adds the
+    # matching tolerations to the preemptor's pending pods
+    # (streams/kube_reservations.py, docs/design/0004-reservations.md).
+    kube_reservations: bool = Field(
+        False,
+        description=(
+            "Enforce the decider's reservations on the cluster (a NoSchedule taint on held "
+            "nodes, tolerations on the preemptor's pods). Needs Kubernetes access: the pod's "
+            "service account in a cluster, else the kubeconfig below. Default: off."
+        ),
+    )
+    kubeconfig: Path | None = Field(
+        None,
+        description=(
+            "Kubeconfig for the worker's Kubernetes access. Unset: in-cluster service account, "
+            "then $KUBECONFIG or ~/.kube/config."
+        ),
+    )
+    kube_context: str | None = Field(None, description="Kubeconfig context (default: current).")
+    reservation_reconcile_s: float = Field(
+        30.0,
+        gt=0,
+        description=(
+            "Seconds between two reconciles of the cluster's reservation taints with the "
+            "decider's holds: how soon pods Volcano creates later get their tolerations, and "
+            "how soon a taint nobody holds is removed. Default 30."
+        ),
+    )
+
     @field_validator("kafka_bootstrap", mode="before")
     @classmethod
     def _split_bootstrap(cls, value: Any) -> Any:

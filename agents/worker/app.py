@@ -26,6 +26,7 @@ and the agent goes on. The agents only wire topics and tables to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -42,6 +43,7 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
     OutcomeSinks,
     Send,
@@ -59,6 +61,7 @@ from gpuyield.schemas.messages import (
     YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
     ALERTS,
     DEAD_LETTERS,
@@ -118,6 +121,11 @@ class WorkerOptions:
 
     heartbeat_batch: int = 1000
     """Heartbeats folded per batch (or fewer after 100 ms)."""
+
+    reservation_enforcer: ReservationEnforcer | None = None
+    """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
+
+    reservation_reconcile_s: float = 30.0
 
 
 def build_app(
@@ -238,6 +246,9 @@ def build_app(
         p + TICKS: Tick,
     }
     last_view = [0.0]
+    reservation_sync = ReservationSync(
+        options.reservation_enforcer, options.reservation_reconcile_s
+    )
 
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
@@ -249,8 +260,13 @@ def build_app(
                 await reject(event, outcome)
                 continue
             apply_writes(cast(Any, decider_table), outcome.writes)
-            # Reservations (enforced here, once an enforcer exists: publish_outcome's
-            # ``enforce``), then decisions, commands and alerts.
+            # Holds first: on the cluster (before any command can free a GPU), then
+            # on their topic; a hold the cluster refused becomes an alert.
+            failed = await enforce_reservations(
+                reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+            )
+            if failed:
+                outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
             await publish_outcome(outcome, sinks)
             if publish_view is not None:
                 now = time.time()

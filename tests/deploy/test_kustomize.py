@@ -369,7 +369,7 @@ def test_the_worker_runs_two_replicas_behind_a_budget(base: tuple[Doc, ...]) -> 
     assert budget["spec"]["minAvailable"] == 1
     assert budget["spec"]["selector"]["matchLabels"] == worker["spec"]["selector"]["matchLabels"]
     pod = worker["spec"]["template"]["spec"]
-    # Its one API call: the start-up read of Volcano's scheduler ConfigMap (deploy/volcano).
+    # It reads Volcano's scheduler ConfigMap at start and enforces reservations.
     assert pod["automountServiceAccountToken"] is True
     assert named(base, "ServiceAccount", "gpuyield-worker")["automountServiceAccountToken"] is False
     resources = pod["containers"][0]["resources"]
@@ -404,6 +404,23 @@ def test_the_watchers_role_covers_every_watched_resource(base: tuple[Doc, ...]) 
         for verb in ("list", "watch"):
             assert (resource.group, resource.plural, verb) in rules, (resource, verb)
     assert not {verb for _, _, verb in rules} - {"get", "list", "watch"}, "read-only"
+
+
+def test_the_workers_role_grants_exactly_the_reservation_calls(base: tuple[Doc, ...]) -> None:
+    """Taints on nodes, tolerations on pods: read and patch, nothing else (no watch, no delete)."""
+    rules = _rules(named(base, "ClusterRole", "gpuyield-worker"))
+    assert rules == {
+        ("", "nodes", "get"),
+        ("", "nodes", "list"),
+        ("", "nodes", "patch"),
+        ("", "pods", "get"),
+        ("", "pods", "list"),
+        ("", "pods", "patch"),
+    }
+    binding = named(base, "ClusterRoleBinding", "gpuyield-worker")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "gpuyield-worker", "namespace": "gpuyield-system"}
+    ]
 
 
 def test_the_node_agents_role_covers_what_it_calls(base: tuple[Doc, ...]) -> None:

@@ -12,12 +12,19 @@ HTTP 410). It also serves ConfigMaps (the worker GETs Volcano's scheduler
 configuration) and answers 403 with RBAC's Status for what a test denied
 (``forbid``). The storage rules live in ``kube_store``.
 
+Clients may write too: PATCH (strategic merge, merge and JSON patches,
+``kube_patch``) and PUT of a named object, with the registry's update rules
+(``kube_rules``: resourceVersion conflicts, the pod-update validation, node
+taints), each write a new version and a MODIFIED event. Discovery
+(``kube_discovery``) and ``labelSelector`` on lists and watches are served, so kubectl
+works against it.
+
 Tests drive it from their own thread: writes (``create``/``replace``/
 ``modify``/``delete``) and controls (``compact``, ``drop_watches``,
 ``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``,
-``forbid``) run on the server's loop and return once done, so a test never
-races the server. Every request is recorded, so a test can check what the
-client asked for::
+``forbid``, ``before_write``) run on the server's loop and return once
+done, so a test never races the server. Every request is recorded, so a test
+can check what the client asked for::
 
     with FakeKubeApi() as api:
         api.create(a_gpu_node("n1"))
@@ -39,6 +46,9 @@ from typing import Any, Self, TypeVar
 
 import kubernetes.client
 from aiohttp import web
+from fakes.kube_discovery import discovery
+from fakes.kube_patch import PatchError, apply_patch
+from fakes.kube_rules import BadRequest, Conflict, Invalid, prepare_update
 from fakes.kube_store import (
     RESOURCE_TYPES,
     Change,
@@ -49,6 +59,7 @@ from fakes.kube_store import (
     Object,
     ResourceType,
     key_of,
+    label_selector,
     resource_of,
 )
 
@@ -59,7 +70,10 @@ REASONS = {
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",
+    409: "Conflict",
     410: "Expired",
+    415: "UnsupportedMediaType",
+    422: "Invalid",
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
@@ -86,8 +100,13 @@ def status_object(code: int, message: str, reason: str | None = None) -> Object:
     }
 
 
-def _status_response(code: int, message: str, reason: str | None = None) -> web.Response:
-    return web.json_response(status_object(code, message, reason), status=code)
+def _status_response(
+    code: int, message: str, reason: str | None = None, details: Object | None = None
+) -> web.Response:
+    body = status_object(code, message, reason)
+    if details is not None:
+        body["details"] = details
+    return web.json_response(body, status=code)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +116,7 @@ class RecordedRequest:
     method: str
     path: str
     query: dict[str, str]
-    verb: str  # list, watch, get or unknown
+    verb: str  # list, watch, get, patch, update, discovery or unknown
     plural: str | None
     namespace: str | None
 
@@ -108,6 +127,10 @@ class RecordedRequest:
     @property
     def continue_token(self) -> str | None:
         return self.query.get("continue")
+
+    content_type: str = ""
+    body: Any = None
+    """A write's decoded JSON body."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +162,20 @@ class _OpenWatch:
     bookmarks: bool
     request: web.Request
     queue: asyncio.Queue[_Item] = field(default_factory=asyncio.Queue)
+    selected: Callable[[Object], bool] = field(default=lambda _: True)
+
+    def offer(self, change: Change) -> None:
+        """Queue ``change`` as this watch sees it through its label selector.
+
+        As the watch cache does: an object that starts matching is ADDED, one
+        that stops matching is DELETED (its new state), others pass as they are.
+        """
+        now = self.selected(change.object)
+        before = change.previous is not None and self.selected(change.previous)
+        if change.type == "MODIFIED" and now != before:
+            self.queue.put_nowait(("ADDED" if now else "DELETED", change.object))
+        elif now or (change.type == "DELETED" and before):
+            self.queue.put_nowait((change.type, change.object))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +247,7 @@ class FakeKubeApi:
         self._failures: list[_Failure] = []
         self._forbidden: list[_Denial] = []
         self._list_hooks: list[Callable[[RecordedRequest], None]] = []
+        self._write_hooks: list[Callable[[RecordedRequest], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
@@ -353,6 +391,18 @@ class FakeKubeApi:
         """
         self._call(lambda: self._list_hooks.append(hook))
 
+    def before_write(self, hook: Callable[[RecordedRequest], None]) -> None:
+        """Run ``hook`` on the server's loop before each PATCH or PUT is applied.
+
+        The hook may write (``modify``...), e.g. to change the object between
+        a client's read and its write, as another controller would.
+        """
+        self._call(lambda: self._write_hooks.append(hook))
+
+    def call(self, fn: Callable[[], T]) -> T:
+        """Run ``fn`` on the server's loop, e.g. to read ``store`` consistently."""
+        return self._call(fn)
+
     @property
     def requests(self) -> list[RecordedRequest]:
         return self._call(lambda: list(self._requests))
@@ -466,17 +516,28 @@ class FakeKubeApi:
             if change.resource is route.resource and (
                 route.namespace is None or change.key.startswith(f"{route.namespace}/")
             ):
-                watch.queue.put_nowait((change.type, change.object))
+                watch.offer(change)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         route = parse_path(request.path)
         query = dict(request.query)
-        if route is None:
+        served = discovery(request.path, self.url) if request.method == "GET" else None
+        if served is not None:
+            verb = "discovery"
+        elif route is None:
             verb = "unknown"
         elif route.name is not None:
-            verb = "get"
+            verb = {"PATCH": "patch", "PUT": "update"}.get(request.method, "get")
         else:
             verb = "watch" if _truthy(query.get("watch")) else "list"
+        content_type = request.headers.get("Content-Type", "")
+        body: Any = None
+        if request.method in ("PATCH", "PUT"):
+            raw = await request.read()
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = _NOT_JSON
         recorded = RecordedRequest(
             method=request.method,
             path=request.path,
@@ -484,23 +545,105 @@ class FakeKubeApi:
             verb=verb,
             plural=route.resource.plural if route else None,
             namespace=route.namespace if route else None,
+            content_type=content_type,
+            body=None if body is _NOT_JSON else body,
         )
         self._requests.append(recorded)
+        if served is not None:
+            return web.json_response(served)
         if route is None:
             return _status_response(404, "the server could not find the requested resource")
         if (denied := self._denied(route, verb)) is not None:
             return denied
-        if request.method != "GET":
-            return _status_response(405, f"the fake serves only GET, not {request.method}")
+        allowed = ("GET", "PATCH", "PUT") if route.name is not None else ("GET",)
+        if request.method not in allowed:
+            return _status_response(
+                405, f"the fake serves {', '.join(allowed)} here, not {request.method}"
+            )
         for failure in self._failures:
             if failure.verb in (None, verb):
                 self._failures.remove(failure)
                 return _status_response(failure.status, f"injected failure ({failure.status})")
+        if body is _NOT_JSON:
+            return _status_response(400, "the request body is not JSON")
+        if verb in ("patch", "update"):
+            for hook in list(self._write_hooks):
+                hook(recorded)
+        if verb == "patch":
+            return self._patch(route, content_type, body)
+        if verb == "update":
+            return self._update(route, body)
         if verb == "get":
             return self._get(route)
         if verb == "list":
             return self._list(route, recorded)
         return await self._watch(route, query, request)
+
+    def _patch(self, route: _Route, content_type: str, patch: Any) -> web.Response:
+        """PATCH: the patch applied to the stored object, then stored as an update is."""
+        current = self._stored(route)
+        if current is None:
+            return self._not_found(route)
+        resource = route.resource
+        try:
+            patched = apply_patch(content_type, resource.kind, resource.builtin, current, patch)
+        except PatchError as exc:
+            return _status_response(exc.status, str(exc))
+        if not isinstance(patched, dict):
+            return _status_response(422, "the patched document is not an object")
+        return self._store_update(route, current, patched)
+
+    def _update(self, route: _Route, body: Any) -> web.Response:
+        """PUT: the body replaces the object (its resourceVersion, if any, must be current)."""
+        current = self._stored(route)
+        if current is None:
+            return self._not_found(route)
+        if not isinstance(body, dict):
+            return _status_response(400, "the request body is not an object")
+        return self._store_update(route, current, body)
+
+    def _store_update(self, route: _Route, current: Object, updated: Object) -> web.Response:
+        assert route.name is not None
+        resource = route.resource
+        try:
+            stored = prepare_update(resource.kind, route.name, current, updated)
+        except BadRequest as exc:
+            return _status_response(400, str(exc))
+        except Conflict:
+            return _status_response(
+                409,
+                f"Operation cannot be fulfilled on {resource.plural}{_group_suffix(resource)} "
+                f'"{route.name}": the object has been modified; please apply your changes to '
+                "the latest version and try again",
+                details={"name": route.name, "group": resource.group, "kind": resource.plural},
+            )
+        except Invalid as exc:
+            return _status_response(
+                422,
+                str(exc),
+                details={
+                    "name": exc.name,
+                    "group": resource.group,
+                    "kind": exc.kind,
+                    "causes": [{"reason": exc.reason, "message": exc.detail, "field": exc.field}],
+                },
+            )
+        if stored == current:
+            return web.json_response(current)  # a no-op write changes no version
+        return web.json_response(self.store.replace(stored))
+
+    def _stored(self, route: _Route) -> Object | None:
+        assert route.name is not None
+        key: Key = f"{route.namespace}/{route.name}" if route.namespace else route.name
+        return self.store.get(route.resource, key)
+
+    def _not_found(self, route: _Route) -> web.Response:
+        resource = route.resource
+        return _status_response(
+            404,
+            f'{resource.plural}{_group_suffix(resource)} "{route.name}" not found',
+            details={"name": route.name, "group": resource.group, "kind": resource.plural},
+        )
 
     def _get(self, route: _Route) -> web.Response:
         assert route.name is not None
@@ -527,9 +670,14 @@ class FakeKubeApi:
                 at, start = parsed.resource_version, parsed.start
             else:
                 at = self._list_version(query)
+            selected = label_selector(query.get("labelSelector") or "")
             items = [
-                (k, o) for k, o in self.store.snapshot(resource, route.namespace, at) if k >= start
+                (k, o)
+                for k, o in self.store.snapshot(resource, route.namespace, at)
+                if k >= start and selected(o)
             ]
+        except ValueError as exc:
+            return _status_response(400, f"unable to parse requirement: {exc}")
         except Expired as exc:
             return _status_response(410, CONTINUE_EXPIRED if token else str(exc))
         except _TooLarge as exc:
@@ -538,7 +686,8 @@ class FakeKubeApi:
         metadata: dict[str, Any] = {"resourceVersion": str(at)}
         if limit and len(items) > limit:
             metadata["continue"] = ContinueToken(at, page[-1][0] + "\x00").encode()
-            metadata["remainingItemCount"] = len(items) - limit
+            if not query.get("labelSelector"):  # the real server cannot count past a filter
+                metadata["remainingItemCount"] = len(items) - limit
         if resource.builtin:
             for _, obj in page:
                 obj.pop("kind", None)
@@ -569,17 +718,24 @@ class FakeKubeApi:
     async def _watch(
         self, route: _Route, query: dict[str, str], request: web.Request
     ) -> web.StreamResponse:
-        watch = _OpenWatch(route, _truthy(query.get("allowWatchBookmarks")), request)
+        try:
+            selected = label_selector(query.get("labelSelector") or "")
+        except ValueError as exc:
+            return _status_response(400, f"unable to parse requirement: {exc}")
+        watch = _OpenWatch(
+            route, _truthy(query.get("allowWatchBookmarks")), request, selected=selected
+        )
         since = query.get("resourceVersion") or ""
         # Replay and subscribe with no await in between, so no write falls in a gap.
         if since in ("", "0"):
             for _, obj in self.store.snapshot(route.resource, route.namespace):
-                watch.queue.put_nowait(("ADDED", obj))
+                if selected(obj):
+                    watch.queue.put_nowait(("ADDED", obj))
             self._watches.add(watch)
         else:
             try:
                 for change in self.store.changes_since(route.resource, route.namespace, int(since)):
-                    watch.queue.put_nowait((change.type, change.object))
+                    watch.offer(change)
                 self._watches.add(watch)
             except Expired as exc:
                 watch.queue.put_nowait(("ERROR", status_object(410, str(exc))))
@@ -635,6 +791,13 @@ class FakeKubeApi:
             metadata["creationTimestamp"] = None
         obj = {"kind": resource.kind, "apiVersion": resource.api_version, "metadata": metadata}
         await response.write(_line({"type": "BOOKMARK", "object": obj}))
+
+
+_NOT_JSON = object()
+
+
+def _group_suffix(resource: ResourceType) -> str:
+    return f".{resource.group}" if resource.group else ""
 
 
 class _TooLarge(Exception):

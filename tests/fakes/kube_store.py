@@ -261,3 +261,59 @@ class KubeStore:
 
 def _timestamp(version: int) -> str:
     return (CREATED_AT + timedelta(seconds=version)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def label_selector(text: str) -> Callable[[Object], bool]:
+    """A ``labelSelector`` query (``a=b``, ``a==b``, ``a!=b``, ``a``, ``!a``, ``a in (x,y)``,
+    ``a notin (x,y)``, comma-joined) as a predicate on objects; ValueError if malformed."""
+    requirements: list[Callable[[dict[str, str]], bool]] = []
+    for term in _selector_terms(text):
+        requirements.append(_requirement(term))
+
+    def matches(obj: Object) -> bool:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        return all(requirement(labels) for requirement in requirements)
+
+    return matches
+
+
+def _selector_terms(text: str) -> list[str]:
+    terms, depth, current = [], 0, ""
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            terms.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        terms.append(current.strip())
+    return terms
+
+
+def _requirement(term: str) -> Callable[[dict[str, str]], bool]:
+    for operator in (" notin ", " in "):
+        if operator in term:
+            key, _, rest = term.partition(operator)
+            rest = rest.strip()
+            if not (rest.startswith("(") and rest.endswith(")")):
+                raise ValueError(f"unable to parse requirement: {term!r}")
+            values = {v.strip() for v in rest[1:-1].split(",")}
+            key = key.strip()
+            if operator == " in ":
+                return lambda labels: labels.get(key) in values
+            return lambda labels: labels.get(key) not in values
+    for operator in ("!=", "==", "="):
+        if operator in term:
+            key, _, value = (part.strip() for part in term.partition(operator))
+            if not key:
+                raise ValueError(f"unable to parse requirement: {term!r}")
+            if operator == "!=":
+                return lambda labels: labels.get(key) != value
+            return lambda labels: labels.get(key) == value
+    if term.startswith("!"):
+        key = term[1:].strip()
+        return lambda labels: key not in labels
+    if not term:
+        raise ValueError("unable to parse requirement: empty")
+    return lambda labels: term in labels

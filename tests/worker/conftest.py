@@ -19,15 +19,22 @@ def worker_factory(
     topic_prefix: str,
     fresh_topics: dict[str, TopicSpec],
     tmp_path: Path,
-) -> Iterator[Callable[[str], LiveWorker]]:
+) -> Iterator[Callable[..., LiveWorker]]:
     """Start workers of one deployment (same topics, same consumer group); all stopped after."""
     app_id = f"gy-{secrets.token_hex(4)}"
     cluster_id = f"c-{secrets.token_hex(4)}"
     started: list[LiveWorker] = []
 
-    def start(name: str = "worker") -> LiveWorker:
+    def start(name: str = "worker", env: dict[str, str] | None = None) -> LiveWorker:
         worker = LiveWorker(
-            kafka_bootstrap, redis_url, topic_prefix, app_id, cluster_id, tmp_path, name=name
+            kafka_bootstrap,
+            redis_url,
+            topic_prefix,
+            app_id,
+            cluster_id,
+            tmp_path,
+            name=name,
+            env=env or {},
         ).start()
         started.append(worker)
         return worker

@@ -32,6 +32,8 @@ class LiveWorker:
     cluster_id: str
     state_dir: Path
     name: str = "worker"
+    env: dict[str, str] = field(default_factory=dict)
+    """More GPUYIELD_ variables for this worker (e.g. its Kubernetes access)."""
     process: subprocess.Popen[bytes] | None = None
     log: Path = field(init=False)
 
@@ -48,6 +50,7 @@ class LiveWorker:
             "GPUYIELD_APP_ID": self.app_id,
             "GPUYIELD_CLUSTER_ID": self.cluster_id,
             "GPUYIELD_STATE_DIR": str(self.state_dir / self.name),
+            **self.env,
         }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

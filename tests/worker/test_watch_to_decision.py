@@ -15,9 +15,13 @@ from pathlib import Path
 import pytest
 from fakes.kube_api import FakeKubeApi
 from fakes.kube_objects import a_gpu_node, a_queue, a_volcano_job, pod_group_for, pods_for
+from fakes.kube_store import resource_of
+from fakes.waiting import eventually
 from live_worker import GPUYIELD, LiveWorker, decoded, read_until
 
-from gpuyield.schemas.messages import Decision, YieldCommand
+from gpuyield.schemas.messages import Decision, Reservation, YieldCommand
+from gpuyield.streams.kube_reservations import TAINT_KEY, taint_value
+from gpuyield.streams.taints import tolerates
 
 pytestmark = pytest.mark.slow
 GPU = "nvidia.com/gpu"
@@ -110,3 +114,84 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
         assert {c.job for c in commands} == {victim}
         assert len(commands) == 2
         assert watch.returncode == 0, watch_log
+
+
+def _taint_values(api: FakeKubeApi, name: str) -> list[str]:
+    node = api.get(a_gpu_node(name))
+    assert node is not None
+    return [t["value"] for t in node["spec"].get("taints", []) if t["key"] == TAINT_KEY]
+
+
+async def test_the_freed_nodes_are_reserved_for_the_preemptor_until_volcano_places_it(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    with FakeKubeApi() as api:
+        for i in range(4):
+            api.create(a_gpu_node(f"gpu-{i:02d}"))
+        api.create(
+            a_queue(
+                "production", weight=4, capability={GPU: 32}, guarantee={GPU: 16}, reclaimable=False
+            )
+        )
+        api.create(a_queue("research", capability={GPU: 32}))
+        running_job(api, "sweep-a", ["gpu-00", "gpu-01"])
+        running_job(api, "sweep-b", ["gpu-02", "gpu-03"])
+        config = kubeconfig(tmp_path / "kubeconfig", api.url)
+        worker: LiveWorker = worker_factory(
+            env={"GPUYIELD_KUBE_RESERVATIONS": "true", "GPUYIELD_KUBECONFIG": str(config)}
+        )
+        env = {
+            **os.environ,
+            "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
+            "GPUYIELD_TOPIC_PREFIX": topic_prefix,
+            "GPUYIELD_REDIS_URL": worker.redis_url,
+            "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
+        }
+        with (tmp_path / "watch.log").open("ab") as log:
+            watch = subprocess.Popen(
+                [GPUYIELD, "watch", "--kubeconfig", str(config)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+        try:
+            worker.wait_ready()
+            pending_production_job(api, "ft-llama")
+            commands_topic = topic_prefix + "gpuyield.yield-commands"
+            reservations_topic = topic_prefix + "gpuyield.reservations"
+            seen = await read_until(
+                kafka_bootstrap,
+                [commands_topic, reservations_topic],
+                lambda s: len(s[commands_topic]) >= 2,
+            )
+            assert len(seen[commands_topic]) == 2, worker.tail()
+            (hold,) = decoded(seen[reservations_topic], Reservation)
+            # Applied before the commands went out: in place once they can be read.
+            held = sorted(hold.nodes)
+            value = taint_value(["prod/ft-llama"])
+            assert [_taint_values(api, n) for n in held] == [[value]] * len(held), worker.tail()
+            others = sorted({f"gpu-{i:02d}" for i in range(4)} - set(held))
+            assert all(not _taint_values(api, n) for n in others)
+            ((_, pending),) = api.call(lambda: api.store.snapshot(resource_of("v1", "Pod"), "prod"))
+            assert all(tolerates(pending, api.get(a_gpu_node(n)) or {}) for n in held)
+
+            # Volcano places the preemptor: its PodGroup runs, and the hold is released.
+            ((_, group),) = api.call(
+                lambda: api.store.snapshot(
+                    resource_of("scheduling.volcano.sh/v1beta1", "PodGroup"), "prod"
+                )
+            )
+            api.modify(group, lambda g: g["status"].update(phase="Running", conditions=[]))
+            seen = await read_until(
+                kafka_bootstrap,
+                [reservations_topic],
+                lambda s: any(b'"released"' in r for r in s[reservations_topic]),
+            )
+            await eventually(
+                lambda: all(not _taint_values(api, n) for n in held), "the taints to go"
+            )
+        finally:
+            watch.send_signal(signal.SIGTERM)
+            watch.wait(20)
+        states = [r.state.value for r in decoded(seen[reservations_topic], Reservation)]
+        assert states == ["held", "released"]
