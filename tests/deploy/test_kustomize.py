@@ -434,10 +434,14 @@ def test_the_node_agents_role_covers_what_it_calls(base: tuple[Doc, ...]) -> Non
     } <= rules
 
 
-def test_the_workers_only_rights_are_reading_the_volcano_scheduler_configmap(
+def test_the_worker_reads_only_the_volcano_scheduler_configmap_beside_its_reservation_rights(
     base: tuple[Doc, ...],
 ) -> None:
-    """Exactly `get` on the one ConfigMap the start-up check reads, bound to the worker."""
+    """Exactly `get` on the one ConfigMap the start-up check reads, bound to the worker.
+
+    Its only other binding is the reservations' ClusterRole, whose verbs
+    ``test_the_workers_role_grants_exactly_the_reservation_calls`` pins.
+    """
     docs = render(VOLCANO)
     namespace, configmap = (
         Settings.model_fields[f"volcano_conf_{name}"].default for name in ("namespace", "configmap")
@@ -464,11 +468,15 @@ def test_the_workers_only_rights_are_reading_the_volcano_scheduler_configmap(
         {"kind": "ServiceAccount", "name": worker["name"], "namespace": worker["namespace"]}
     ]
     # Nothing else in any kustomization grants the worker anything.
+    reservations = named(base, "ClusterRoleBinding", "gpuyield-worker")
     for directory in KUSTOMIZATIONS:
         for doc in render(directory):
-            if doc["kind"] in ("RoleBinding", "ClusterRoleBinding") and doc is not binding:
-                names = {s["name"] for s in doc["subjects"]}
-                assert "gpuyield-worker" not in names, (directory, doc["metadata"]["name"])
+            if doc["kind"] not in ("RoleBinding", "ClusterRoleBinding") or doc == binding:
+                continue
+            if doc == reservations:
+                continue
+            names = {s["name"] for s in doc["subjects"]}
+            assert "gpuyield-worker" not in names, (directory, doc["metadata"]["name"])
 
 
 def test_the_controller_has_its_own_priority_class(base: tuple[Doc, ...]) -> None:
