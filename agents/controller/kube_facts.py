@@ -63,10 +63,14 @@ rack): a node, pod or container claiming more is broken input, refused with
 the field named rather than folded into a plan (issue 11: a pod of 10,000
 one-GPU containers showed as 10,000 GPUs on an 8-GPU node)."""
 
+MAX_GPUS_PER_QUEUE = 10_000_000
+"""A queue's capability or guarantee spans the cluster: bounded far above any
+real cluster, only so that an absurd number is refused rather than planned with."""
+
 _DIGITS = re.compile(r"[0-9]{1,12}")
 
 
-def gpu_quantity(value: Any, where: str) -> int:
+def gpu_quantity(value: Any, where: str, at_most: int = MAX_GPUS_PER_OBJECT) -> int:
     """A whole number of GPUs, written as the API serves it: plain decimal digits.
 
     Extended resources admit no fractions, and the API server writes their
@@ -84,10 +88,9 @@ def gpu_quantity(value: Any, where: str) -> int:
         raise FactError(f"{where}: {GPU} must be a whole number, got {value!r}")
     if amount < 0:
         raise FactError(f"{where}: {GPU} must not be negative, got {amount}")
-    if amount > MAX_GPUS_PER_OBJECT:
-        raise FactError(
-            f"{where}: {GPU} {amount} is more than any node has (at most {MAX_GPUS_PER_OBJECT})"
-        )
+    if amount > at_most:
+        what = "any node has" if at_most == MAX_GPUS_PER_OBJECT else "any cluster has"
+        raise FactError(f"{where}: {GPU} {amount} is more than {what} (at most {at_most})")
     return amount
 
 
@@ -237,11 +240,11 @@ def queue_record(queue: Mapping[str, Any]) -> Record:
         "weight": float(spec.get("weight") or 1),
         "capability": None
         if capability is None
-        else gpu_quantity(capability, f"queue {name} capability"),
+        else gpu_quantity(capability, f"queue {name} capability", MAX_GPUS_PER_QUEUE),
         # The resources spec.capability names: a capability that names some
         # but not nvidia.com/gpu is read by the version rule in queue_capability.
         "capability_lists": sorted(str(k) for k in limits),
-        "guarantee": gpu_quantity(guarantee, f"queue {name} guarantee"),
+        "guarantee": gpu_quantity(guarantee, f"queue {name} guarantee", MAX_GPUS_PER_QUEUE),
         "reclaimable": True if reclaimable is None else bool(reclaimable),
         "parent": spec.get("parent") if spec.get("parent") not in (None, "", "root") else None,
     }

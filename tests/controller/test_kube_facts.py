@@ -132,3 +132,8 @@ def test_a_pod_whose_containers_add_up_to_more_gpus_than_any_node_is_rejected() 
 def test_a_node_claiming_more_gpus_than_any_node_has_is_rejected() -> None:
     with pytest.raises(FactError, match=r"node gpu-07: nvidia.com/gpu 100000 is more than"):
         node_record(node("gpu-07", 100_000), **LABELS)
+
+
+def test_a_queue_may_hold_more_gpus_than_any_node() -> None:
+    record = queue_record(queue("shared", weight=1, capability=4096, guarantee=1024))
+    assert (record["capability"], record["guarantee"]) == (4096, 1024)
