@@ -121,6 +121,13 @@ class JobProgress(WireModel):
     first_seen_at: UnixTime
     updated_at: UnixTime
     forwarded_at: UnixTime | None = None
+    clock_offset_s: float | None = Field(
+        None,
+        description=(
+            "How far the trainer's clock was off the worker's when it was beyond the skew "
+            "bound: its times here were corrected by it. None: within the bound."
+        ),
+    )
 
 
 class Tick(WireModel):
@@ -261,6 +268,8 @@ class AlertKind(StrEnum):
     GANG_DEADLOCK = "gang-deadlock"  # partly placed gangs block each other
     # A reservation could not be applied or released on the cluster (Kubernetes API).
     RESERVATION_FAILED = "reservation-failed"
+    # An input stamped beyond the decider's clock skew bound, or a poisoned clock repaired.
+    CLOCK_SKEW = "clock-skew"
 
 
 class AlertState(StrEnum):

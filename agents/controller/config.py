@@ -27,6 +27,12 @@ class ControllerConfig:
     """GPUs freed for a preemptor stay nominated for it this long; after that,
     other demands may plan with them (Volcano may have placed it elsewhere)."""
 
+    max_clock_skew_s: float = 300.0
+    """No message moves the decider's clock by more than this, and a tick this far
+    behind the clock sets a poisoned clock back (``clock``). It is also the skew a
+    trainer's clock may have before the progress agent corrects its times by the
+    offset it observes. Workers' clocks must agree within it (NTP does)."""
+
     max_plans_per_step: int = 4
     """Planner calls per input message, so a burst of pending jobs cannot stall the stream."""
 

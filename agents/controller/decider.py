@@ -41,6 +41,7 @@ from pydantic import ValidationError
 
 from gpuyield.agents.controller import (
     aborted,
+    clock,
     cluster,
     deadlock,
     kube_facts,
@@ -307,9 +308,7 @@ def step(
 ) -> Outcome:
     """Apply one input message and decide; see the module docstring."""
     s = _Step(records, origin, config)
-    clock = s.view.typed(CLOCK, ClockRecord)
-    s.now = max(clock.now if clock else 0.0, message_time(message))
-    s.put(CLOCK, ClockRecord(now=s.now))
+    _tell_time(s, message)
     if isinstance(message, KubeEvent):
         _apply_kube_event(s, message)
     elif isinstance(message, JobProgress):
@@ -404,12 +403,66 @@ def _job_placed(s: _Step, job: str) -> None:
         s.save_guard(s.guard().observe_resume(job, s.now))
 
 
+def _tell_time(s: _Step, message: Input) -> None:
+    """Move the clock for ``message`` by the rules of ``clock``; flag what was off."""
+    saved = s.view.typed(CLOCK, ClockRecord)
+    at = message_time(message)
+    bound = s.config.max_clock_skew_s
+    reading = clock.advance(
+        saved.now if saved else None,
+        saved.tick if saved else None,
+        at,
+        is_tick=isinstance(message, Tick),
+        max_skew_s=bound,
+    )
+    s.now = reading.now
+    s.put(CLOCK, ClockRecord(now=s.now, tick=reading.tick))
+    kind = type(message).__name__
+    if reading.ahead_s is not None:
+        s.alert(
+            derive_id("clock-skew", kind, str(int(s.now // 3600))),
+            AlertKind.CLOCK_SKEW,
+            f"a {kind} stamped {reading.ahead_s:.0f} s beyond the workers' time and the "
+            f"{bound:.0f} s skew allowed was clamped ({s.origin}); check that host's clock",
+            details={"input": kind, "origin": s.origin, "ahead_s": reading.ahead_s},
+        )
+    if reading.repaired_from is not None:
+        for key in list(s.view):
+            raw = s.view[key]
+            fixed = clock.clamp_times(raw, s.now)
+            if fixed != raw:
+                s.writes[key] = fixed
+        s.put(CLOCK, ClockRecord(now=s.now, tick=reading.tick))
+        s.alert(
+            derive_id("clock-repaired", str(reading.repaired_from), s.origin),
+            AlertKind.CLOCK_SKEW,
+            f"the decider's clock was {reading.repaired_from - s.now:.0f} s ahead of the "
+            f"workers' ticks: set back to the tick, and later times in the table clamped",
+            severity="critical",
+            details={"input": kind, "origin": s.origin, "clock_was": reading.repaired_from},
+        )
+
+
 def _apply_progress(s: _Step, progress: JobProgress) -> None:
     key = PROGRESS + progress.job
     old = s.view.typed(key, ProgressRecord)
-    if old is not None and old.updated_at >= progress.updated_at:
-        return  # a redelivered or older summary
-    s.put(key, ProgressRecord.model_validate(progress.model_dump(exclude={"v", "forwarded_at"})))
+    if old is not None and s.now >= old.updated_at >= progress.updated_at:
+        return  # a redelivered or older summary (a record from the future is replaced)
+    s.put(
+        key,
+        ProgressRecord.model_validate(
+            progress.model_dump(exclude={"v", "forwarded_at", "clock_offset_s"})
+        ),
+    )
+    if progress.clock_offset_s is not None:
+        s.alert(
+            derive_id("trainer-clock", progress.job, str(int(s.now // 86400))),
+            AlertKind.CLOCK_SKEW,
+            f"{progress.job}'s trainer clock is {progress.clock_offset_s:+.0f} s off the "
+            "workers'; its heartbeats are taken in the workers' time",
+            job=progress.job,
+            details={"input": "JobProgress", "offset_s": progress.clock_offset_s},
+        )
 
 
 def _find_yield(s: _Step, job: str, command_id: str) -> tuple[str, YieldRecord] | None:

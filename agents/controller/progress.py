@@ -27,8 +27,58 @@ class ForwardRule:
     max_silence_s: float = 60.0
 
 
-def fold(previous: JobProgress | None, beat: Heartbeat) -> JobProgress | None:
-    """The record after ``beat``, or None when the beat is old news (a duplicate or late)."""
+def in_worker_time(
+    beat: Heartbeat, received_at: float, max_skew_s: float
+) -> tuple[Heartbeat, float | None]:
+    """``beat`` in the worker's clock when the trainer's is off by more than the bound.
+
+    The decider's time must not come from trainers (issue 11): a trainer a year
+    ahead once put every deadline a year away. Within ``max_skew_s`` of the
+    worker's clock a trainer's own times are kept (they say exactly when its
+    checkpoint was written); beyond it, every time the beat carries is shifted
+    by the offset observed on arrival, so its checkpoint age stays right, and
+    the offset is returned for the record and an alert.
+    """
+    offset = beat.sent_at - received_at
+    if abs(offset) <= max_skew_s:
+        return beat, None
+    checkpoint_at = beat.last_checkpoint_at
+    if checkpoint_at is not None:
+        checkpoint_at = min(max(checkpoint_at - offset, 0.0), received_at)
+    corrected = beat.model_copy(
+        update={"sent_at": received_at, "last_checkpoint_at": checkpoint_at}
+    )
+    return corrected, offset
+
+
+def fold(
+    previous: JobProgress | None,
+    beat: Heartbeat,
+    received_at: float | None = None,
+    max_skew_s: float = 300.0,
+) -> JobProgress | None:
+    """The record after ``beat``, or None when the beat is old news (a duplicate or late).
+
+    ``received_at`` is the worker's clock when the beat was read (None: trust
+    the trainer's, as the simulator does): a beat off by more than
+    ``max_skew_s`` is taken in the worker's time (``in_worker_time``), and a
+    record whose time lies beyond the worker's clock (written by a skewed
+    trainer before) is replaced rather than kept forever ahead of every beat.
+    """
+    offset: float | None = None
+    if received_at is not None:
+        beat, offset = in_worker_time(beat, received_at, max_skew_s)
+        if previous is not None and previous.updated_at > received_at + max_skew_s:
+            previous = None
+    if offset is not None or (previous is not None and previous.clock_offset_s is not None):
+        folded = _fold(previous, beat)
+        if folded is None:
+            return None
+        return folded.model_copy(update={"clock_offset_s": offset})
+    return _fold(previous, beat)
+
+
+def _fold(previous: JobProgress | None, beat: Heartbeat) -> JobProgress | None:
     if previous is None:
         return JobProgress(
             job=beat.job,

@@ -230,9 +230,12 @@ class GuardRecord(RecordModel):
 
 
 class ClockRecord(RecordModel):
-    """The newest message time seen: the step's ``now`` never goes back."""
+    """The decider's time, moved by the rules of ``clock`` (forward; back only to repair)."""
 
     now: float
+    tick: float | None = None
+    """The newest tick's time: other inputs may take the clock at most
+    ``max_clock_skew_s`` beyond it (``clock``)."""
 
 
 KINDS: dict[str, type[RecordModel]] = {

@@ -189,7 +189,7 @@ def build_app(
         # faust derives a table's codec from its value type (json for anything
         # but bytes); set ours before the changelog topic is first built.
         cast(Any, table).value_serializer = RECORD_CODEC
-    folder = ProgressFolder(cast(Any, progress_table))
+    folder = ProgressFolder(cast(Any, progress_table), config.max_clock_skew_s)
     sinks = OutcomeSinks(
         reservations=_sender(reservations),
         decisions=_sender(decisions),
@@ -229,7 +229,7 @@ def build_app(
                     await reject(event, str(exc))
                     continue
                 try:
-                    job = folder.fold(beat)
+                    job = folder.fold(beat, time.time())  # the worker's clock, not the trainer's
                 except Exception as exc:  # a bug must not stop the agent: keep the input
                     log.exception("progress failed on %s", beat.job)
                     await reject(event, f"internal error ({type(exc).__name__}): {exc}")

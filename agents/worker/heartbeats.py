@@ -20,18 +20,22 @@ from gpuyield.schemas.messages import Heartbeat, JobProgress
 class ProgressFolder:
     """This worker's newest fold per job (not persisted), over the progress table."""
 
-    def __init__(self, table: MutableMapping[bytes, Any]) -> None:
+    def __init__(self, table: MutableMapping[bytes, Any], max_skew_s: float = 300.0) -> None:
         self.table = table
+        self.max_skew_s = max_skew_s
         self.latest: dict[str, JobProgress] = {}
 
     def _stored(self, job: str) -> JobProgress | None:
         raw = self.table.get(job.encode())
         return None if raw is None else JobProgress.model_validate(raw)
 
-    def fold(self, beat: Heartbeat) -> str | None:
-        """Fold one beat into the newest record of its job; the job, if it changed."""
+    def fold(self, beat: Heartbeat, received_at: float | None = None) -> str | None:
+        """Fold one beat, read at ``received_at`` (the worker's clock), into its job's record.
+
+        Returns the job if its record changed.
+        """
         base = self.latest.get(beat.job) or self._stored(beat.job)
-        folded = progress_rules.fold(base, beat)
+        folded = progress_rules.fold(base, beat, received_at, self.max_skew_s)
         if folded is None:
             return None
         self.latest[beat.job] = folded
