@@ -17,6 +17,7 @@ from gpuyield.agents.planner import UnknownPreemptor, plan
 from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
+from gpuyield.config_command import config_command
 from gpuyield.demo_command import demo_command
 from gpuyield.node_agent_command import node_agent_command
 from gpuyield.schemas.export import write_schemas
@@ -82,6 +83,7 @@ app.command("status")(status_command)
 app.command("watch")(watch_command)
 app.command("node-agent")(node_agent_command)
 app.command("demo")(demo_command)
+app.command("config")(config_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,6 @@ from aiokafka.errors import KafkaError
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.cli_io import fail
-from gpuyield.schemas import Policy
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
@@ -89,7 +88,8 @@ def services(settings: Settings) -> Iterator[Endpoints]:
 
 
 def controller_config(settings: Settings) -> ControllerConfig:
-    return ControllerConfig(policy=Policy(grace_s=settings.grace_s))
+    """The decider's knobs: the settings' policy block (every ``GPUYIELD_<KNOB>``)."""
+    return settings.controller
 
 
 def worker_command(

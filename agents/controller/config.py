@@ -1,44 +1,13 @@
-"""The decider's knobs, each with its unit and why it has its default."""
+"""The decider's knobs: ``ControllerConfig``, defined with the others in ``schemas/config.py``.
+
+It moved there so the edge's settings model (``gpuyield.streams.settings``,
+which may not import ``gpuyield.agents``) can compose it and read each knob
+from ``GPUYIELD_<NAME>``. This import path stays for the controller's code;
+add a new knob in ``schemas/config.py`` (its module docstring says how).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from gpuyield.schemas.config import ControllerConfig
 
-from gpuyield.schemas import Policy
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerConfig:
-    policy: Policy = field(default_factory=Policy)
-    """The contract's policy block (alpha, beta, cooldown, eviction limit, grace)."""
-
-    demand_retry_s: float = 30.0
-    """A shortage that found no plan is planned again after this long, or at once
-    when the cluster changes in a way that can free GPUs (a pod or node event)."""
-
-    ack_slack_s: float = 30.0
-    """A yield not acknowledged this long after its deadline raises an alert and
-    stops holding its demand back: the node agent hard-kills at the deadline, so
-    only a lost agent leaves a yield unacknowledged."""
-
-    reservation_s: float = 600.0
-    """GPUs freed for a preemptor stay nominated for it this long; after that,
-    other demands may plan with them (Volcano may have placed it elsewhere)."""
-
-    max_plans_per_step: int = 4
-    """Planner calls per input message, so a burst of pending jobs cannot stall the stream."""
-
-    planner_budget: int = 20_000
-    """Search steps per plan (the planner's default)."""
-
-    priority_classes: Mapping[str, float] = field(default_factory=dict)
-    """PriorityClass name -> value, for objects whose pods carry no resolved ``spec.priority``."""
-
-    rack_label: str = "topology.kubernetes.io/rack"
-    nvlink_label: str = "nvidia.com/gpu.clique"
-    """Node labels the planner's topology tie-breaks read (NVLink domain as
-    published by NVIDIA's GPU feature discovery on multi-node NVLink systems)."""
-
-    resume_backoff_base_s: float = 300.0
-    """A job evicted n times recently waits base x 2^(n-1) before it may resume."""
+__all__ = ["ControllerConfig"]
