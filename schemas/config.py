@@ -77,7 +77,7 @@ def parse_priority_classes(value: Any) -> Any:
     text = value.strip()
     if not text:
         return {}
-    if text.startswith("{"):
+    if text.startswith(("{", "[")):  # JSON (a list is then reported as not a mapping)
         try:
             return json.loads(text)
         except json.JSONDecodeError as exc:

@@ -52,6 +52,17 @@ PLACEMENT_TIMEOUT_S = 90.0  # from the burst to every fine-tune running
 RESUME_TIMEOUT_S = 120.0  # from the fine-tunes' end to every suspended job running again
 
 
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The worker's environment: the demo's settings and none of the caller's.
+
+    A settings file or a ``GPUYIELD_*`` variable of a real deployment must not
+    redirect the demo's worker or slow its timers.
+    """
+    env = {k: v for k, v in child_env({}).items() if not k.upper().startswith("GPUYIELD_")}
+    env.update(settings_env(settings))
+    return env
+
+
 class DemoError(RuntimeError):
     """The demo could not go on; the message is one line (the CLI adds where the logs are)."""
 
@@ -196,10 +207,7 @@ class Demo:
 
     def _start_worker(self, settings: Settings) -> None:
         workdir = self.options.workdir
-        # The demo's settings and none of the user's: a settings file or a GPUYIELD_*
-        # variable of a real deployment must not redirect the demo or slow its timers.
-        env = {k: v for k, v in child_env({}).items() if not k.startswith("GPUYIELD_")}
-        env.update(settings_env(settings))
+        env = worker_env(settings)
         self._children.spawn(
             "worker",
             [python(), "-m", "gpuyield.agents.demo.worker_process"],
