@@ -30,7 +30,7 @@ from rich.text import Text
 from gpuyield.schemas.config import knob_value
 from gpuyield.service_io import traced_settings_or_fail
 from gpuyield.streams.settings import (
-    CONTROLLER,
+    BLOCKS,
     PROFILE_DEFAULTS,
     KafkaProfile,
     LoadedSettings,
@@ -89,22 +89,23 @@ def config_table(loaded: LoadedSettings) -> Table:
     specs = setting_specs()
     for i, spec in enumerate(specs):
         value = knob_value(loaded.settings, spec.path)
-        shown = Text(env_value(value), style="bold") if value not in (None, "", {}) else Text("")
-        if value is None:
-            shown = Text("unset", style="dim")
-        source = loaded.sources[spec.env]
-        last_edge = (
-            spec.path[0] != CONTROLLER
-            and i + 1 < len(specs)
-            and (specs[i + 1].path[0] == CONTROLLER)
+        shown = (
+            Text("unset", style="dim") if value is None else Text(env_value(value), style="bold")
         )
+        source = loaded.sources[spec.env]
+        next_group = _group(specs[i + 1]) if i + 1 < len(specs) else None
         table.add_row(
             spec.env,
             shown,
             Text(source, style="dim" if source == "default" else "green"),
-            end_section=last_edge,
+            end_section=next_group not in (None, _group(spec)),
         )
     return table
+
+
+def _group(spec: SettingSpec) -> str:
+    """The block a setting belongs to (the edge's own fields are one group)."""
+    return spec.path[0] if spec.path[0] in BLOCKS else ""
 
 
 # --- the README's table ------------------------------------------------------------------
@@ -122,7 +123,7 @@ def _code(value: Any) -> str:
 def default_text(spec: SettingSpec) -> str:
     """The default as the README shows it: per profile where it has one per profile."""
     name = spec.path[-1]
-    if spec.path[0] != CONTROLLER and name in PROFILE_DEFAULTS[KafkaProfile.KAFKA]:
+    if spec.path[0] not in BLOCKS and name in PROFILE_DEFAULTS[KafkaProfile.KAFKA]:
         kafka = PROFILE_DEFAULTS[KafkaProfile.KAFKA][name]
         tansu = PROFILE_DEFAULTS[KafkaProfile.TANSU][name]
         return f"{_code(kafka)} (Kafka), {_code(tansu)} (Tansu)"

@@ -10,6 +10,9 @@ import ``gpuyield.agents``). The edge composes it into its pydantic-settings
 model, so one model serves the worker, the node agent, the simulator and the
 demo, and ``gpuyield config`` shows it.
 
+``NodeAgentKnobs`` is the same for the node agent's waits (how long a
+yielding pod may take to exit, when a kill has failed, ...).
+
 Every leaf is a *knob* with a flat name: a field of ``ControllerConfig``
 (``reservation_s``) or of a model nested in it (``policy.cooldown_s`` is the
 knob ``cooldown_s``). The edge reads knob ``<name>`` from the variable
@@ -187,6 +190,50 @@ class ControllerConfig(BaseModel):
                 "demand_backoff_max_s",
                 f"{self.demand_backoff_max_s:g} is below demand_retry_s "
                 f"({self.demand_retry_s:g}), where the backoff starts",
+            )
+        return self
+
+
+class NodeAgentKnobs(BaseModel):
+    """The node agent's waits while it carries out a yield (``ExecutorSettings``).
+
+    Each name starts with ``node_`` so its variable says whose it is
+    (``GPUYIELD_NODE_KILL_TIMEOUT_S``).
+    """
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", allow_inf_nan=False, use_attribute_docstrings=True
+    )
+
+    node_stale_after_s: Annotated[float, Field(ge=0)] = 60.0
+    """A yield command received this long after its deadline is refused (acked as stale):
+    its demand was decided on a cluster that has moved on."""
+
+    node_exit_grace_s: Annotated[float, Field(ge=0)] = 10.0
+    """After a yielding pod reported its checkpoint, how long it may take to exit
+    before it is killed."""
+
+    node_settle_s: Annotated[float, Field(ge=0)] = 2.0
+    """After the pods are gone, how long to wait for a checkpoint heartbeat still in flight."""
+
+    node_poll_s: Annotated[float, Field(gt=0)] = 0.5
+    """How often pod liveness is checked while a yield waits."""
+
+    node_kill_timeout_s: Annotated[float, Field(gt=0)] = 30.0
+    """After a kill, how long the pods may take to be gone before the yield is reported
+    as failed."""
+
+    node_release_timeout_s: Annotated[float, Field(gt=0)] = 60.0
+    """How long a suspension or a resume is retried (the API server unreachable, a
+    conflict) before the agent gives up and reports it."""
+
+    @model_validator(mode="after")
+    def _across_knobs(self) -> NodeAgentKnobs:
+        if self.node_poll_s > self.node_kill_timeout_s:
+            raise knob_error(
+                "node_poll_s",
+                f"{self.node_poll_s:g} is above node_kill_timeout_s ({self.node_kill_timeout_s:g}):"
+                " a kill would time out before the first look",
             )
         return self
 

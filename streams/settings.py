@@ -18,7 +18,8 @@ One composed model: besides the edge's own fields, ``Settings.controller``
 is the pure ``ControllerConfig`` (``gpuyield.schemas.config``: alpha, beta,
 cooldowns, the eviction cap and window, grace, demand retries and backoff,
 the reservation timeout, the priority classes, the topology label keys, ...),
-so the worker, the node agent, the simulator and the demo read one model.
+so the worker, the node agent, the simulator and the demo read one model;
+``Settings.node_agent`` (``NodeAgentKnobs``) holds the node agent's waits.
 Each knob keeps a flat variable, ``GPUYIELD_<KNOB>`` (``GPUYIELD_COOLDOWN_S``,
 not ``GPUYIELD_CONTROLLER__POLICY__COOLDOWN_S``): ``KnobSource`` reads them
 from the environment, then the settings file, and nests them. Flat names are
@@ -61,11 +62,36 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from gpuyield.schemas.config import KNOBS, POLICY_HELP, ControllerConfig, knob_value, nest
+from gpuyield.schemas.config import (
+    KNOBS,
+    POLICY_HELP,
+    ControllerConfig,
+    NodeAgentKnobs,
+    knob_paths,
+    knob_value,
+    nest,
+)
 
 ENV_PREFIX = "GPUYIELD_"
 CONFIG_ENV = "GPUYIELD_CONFIG"
 CONTROLLER = "controller"  # the Settings field holding the policy knobs
+NODE_AGENT = "node_agent"  # the Settings field holding the node agent's waits
+BLOCKS: dict[str, type[BaseModel]] = {CONTROLLER: ControllerConfig, NODE_AGENT: NodeAgentKnobs}
+"""The Settings fields that are blocks of knobs, each knob with its own flat variable."""
+
+
+def _all_knobs() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for block, model in BLOCKS.items():
+        for knob, path in knob_paths(model).items():
+            if knob in out:
+                raise ValueError(f"knob {knob!r} is in both {out[knob][0]} and {block}")
+            out[knob] = (block, *path)
+    return out
+
+
+SETTINGS_KNOBS: dict[str, tuple[str, ...]] = _all_knobs()
+"""Every knob of every block, by flat name -> its path in ``Settings``."""
 MASK = "**********"  # how a secret is shown (pydantic's SecretStr shows the same)
 
 _HOST_PORT = re.compile(
@@ -257,6 +283,10 @@ class Settings(BaseSettings):
             "GPUYIELD_<KNOB> variable."
         ),
     )
+    node_agent: NodeAgentKnobs = Field(
+        default_factory=NodeAgentKnobs,
+        description="The node agent's waits during a yield, each set by GPUYIELD_NODE_<...>.",
+    )
 
     @classmethod
     def settings_customise_sources(
@@ -367,14 +397,15 @@ class Settings(BaseSettings):
 
 
 def _nest_flat_knobs(data: dict[str, Any]) -> dict[str, Any]:
-    """Flat knob keys (``cooldown_s``) moved into the ``controller`` block, over what it holds."""
-    flat = {key: value for key, value in data.items() if key in KNOBS}
+    """Flat knob keys (``cooldown_s``) moved into their blocks, over what the blocks hold."""
+    flat = {key: value for key, value in data.items() if key in SETTINGS_KNOBS}
     if not flat:
         return data
-    out = {key: value for key, value in data.items() if key not in KNOBS}
-    block = out.get(CONTROLLER)
-    tree = block.model_dump() if isinstance(block, BaseModel) else dict(block or {})
-    out[CONTROLLER] = _merge(tree, nest(flat))
+    out = {key: value for key, value in data.items() if key not in SETTINGS_KNOBS}
+    for block, values in nest(flat, SETTINGS_KNOBS).items():
+        held = out.get(block)
+        tree = held.model_dump() if isinstance(held, BaseModel) else dict(held or {})
+        out[block] = _merge(tree, values)
     return out
 
 
@@ -402,8 +433,8 @@ def _file_values(path: str | Path | None) -> dict[str, str]:
 
 
 def _leaf(path: tuple[str, ...]) -> FieldInfo:
-    """The field at ``path`` below ``ControllerConfig``."""
-    model: type[BaseModel] = ControllerConfig
+    """The field at ``path`` below ``Settings``."""
+    model: type[BaseModel] = Settings
     info = model.model_fields[path[0]]
     for part in path[1:]:
         assert isinstance(info.annotation, type)
@@ -445,7 +476,7 @@ class _WithoutKnobs(PydanticBaseSettingsSource):
         return self._inner.get_field_value(field, field_name)
 
     def __call__(self) -> dict[str, Any]:
-        return {key: value for key, value in self._inner().items() if key not in KNOBS}
+        return {key: v for key, v in self._inner().items() if key not in SETTINGS_KNOBS}
 
 
 class KnobSource(PydanticBaseSettingsSource):
@@ -462,12 +493,12 @@ class KnobSource(PydanticBaseSettingsSource):
         environment = _environment()
         file = _file_values(self._env_file)
         found: dict[str, Any] = {}
-        for knob, path in KNOBS.items():
+        for knob, path in SETTINGS_KNOBS.items():
             name = env_name(knob)
             text = environment.get(name, file.get(name))
             if text is not None:
                 found[knob] = _from_text(path, text)
-        return {CONTROLLER: nest(found)} if found else {}
+        return nest(found, SETTINGS_KNOBS)
 
 
 class _ExplicitSettings(Settings):
@@ -523,17 +554,17 @@ def setting_specs() -> list[SettingSpec]:
     specs = [
         SettingSpec(env_name(name), (name,), info)
         for name, info in Settings.model_fields.items()
-        if name != CONTROLLER
+        if name not in BLOCKS
     ]
     specs += [
-        SettingSpec(env_name(knob), (CONTROLLER, *path), _leaf(path))
-        for knob, path in KNOBS.items()
+        SettingSpec(env_name(knob), path, _leaf(path)) for knob, path in SETTINGS_KNOBS.items()
     ]
     return specs
 
 
 SETTING_NAMES: frozenset[str] = frozenset(
-    [env_name(n) for n in Settings.model_fields if n != CONTROLLER] + [env_name(k) for k in KNOBS]
+    [env_name(n) for n in Settings.model_fields if n not in BLOCKS]
+    + [env_name(k) for k in SETTINGS_KNOBS]
 )
 """Every ``GPUYIELD_*`` variable that sets a value (``GPUYIELD_CONFIG`` names the file)."""
 
@@ -629,8 +660,8 @@ def load_settings_traced(config_file: str | Path | None = None, **overrides: Any
         ) from None
     environment = _environment()
     overridden = {env_name(key) for key in overrides}
-    if CONTROLLER in overrides:
-        overridden |= {env_name(knob) for knob in KNOBS}
+    for block in BLOCKS.keys() & overrides.keys():
+        overridden |= {env_name(k) for k, path in SETTINGS_KNOBS.items() if path[0] == block}
     sources: dict[str, str] = {}
     for name in sorted(SETTING_NAMES):
         if name in overridden:
@@ -644,7 +675,7 @@ def load_settings_traced(config_file: str | Path | None = None, **overrides: Any
     return LoadedSettings(settings, sources, Path(path) if path is not None else None)
 
 
-_KNOB_BY_PATH = {path: knob for knob, path in KNOBS.items()}
+_KNOB_BY_PATH = {path: knob for knob, path in SETTINGS_KNOBS.items()}
 
 
 def _variable(loc: tuple[int | str, ...], error: ErrorDetails) -> tuple[str | None, str]:
@@ -653,13 +684,13 @@ def _variable(loc: tuple[int | str, ...], error: ErrorDetails) -> tuple[str | No
     if error["type"] == "knob" and "knob" in ctx:
         knob = str(ctx["knob"]).split(".")[-1]
         return env_name(knob), knob
-    if loc and loc[0] == CONTROLLER:
-        inner = tuple(str(part) for part in loc[1:])
-        for end in range(len(inner), 0, -1):
-            found = _KNOB_BY_PATH.get(inner[:end])
+    if loc and loc[0] in BLOCKS:
+        full = tuple(str(part) for part in loc)
+        for end in range(len(full), 1, -1):
+            found = _KNOB_BY_PATH.get(full[:end])
             if found is not None:
                 return env_name(found), found
-        return None, CONTROLLER
+        return None, str(loc[0])
     if not loc:
         return None, ""
     field = str(loc[0])

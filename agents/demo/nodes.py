@@ -19,7 +19,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from gpuyield.agents.demo.timing import NODE_AGENT_EXECUTOR
+from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.agents.node.local_signaller import LocalPodRegistry, LocalProcessSignaller
 from gpuyield.agents.node.pods import PodRef
 from gpuyield.agents.node.service import AgentTopics, NodeAgentConfig, run_node_agent
@@ -72,7 +72,7 @@ class NodeAgents:
                 session_timeout_s=self._settings.kafka_session_timeout_s,
                 producer_max_batch_size=self._settings.kafka_producer_max_batch_size,
                 redis_prefix=self._prefix,
-                executor=NODE_AGENT_EXECUTOR,
+                executor=ExecutorSettings.from_knobs(self._settings.node_agent),
             )
             self.tasks.append(
                 asyncio.create_task(

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.demo.scenario import SPEED
-from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.schemas import Policy
+from gpuyield.schemas.config import NodeAgentKnobs
 from gpuyield.streams.settings import Settings, settings_from
 
 TICK_S = 0.5
@@ -77,11 +77,16 @@ def demo_settings(
             "topic_prefix": "",
             "topic_partitions": partitions,
             "controller": demo_controller_config(grace_s),
+            "node_agent": DEMO_NODE_AGENT,
         }
     )
 
 
-NODE_AGENT_EXECUTOR = ExecutorSettings(
-    settle_s=1.5, poll_s=0.2, exit_grace_s=5.0, kill_timeout_s=10.0, release_timeout_s=20.0
+DEMO_NODE_AGENT = NodeAgentKnobs(
+    node_settle_s=1.5,
+    node_poll_s=0.2,
+    node_exit_grace_s=5.0,
+    node_kill_timeout_s=10.0,
+    node_release_timeout_s=20.0,
 )
 """Shorter waits than the defaults: a demo's trainers are a few steps a second on one machine."""

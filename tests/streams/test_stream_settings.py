@@ -12,6 +12,7 @@ import pytest
 from faust.auth import SASLCredentials, SSLCredentials
 from pydantic import BaseModel, ValidationError
 
+from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.schemas.config import KNOBS, ControllerConfig, knob_paths, knob_value, with_knobs
 from gpuyield.streams.kafka_client import (
     NoBootstrapError,
@@ -22,6 +23,7 @@ from gpuyield.streams.kafka_client import (
 )
 from gpuyield.streams.settings import (
     SETTING_NAMES,
+    SETTINGS_KNOBS,
     KafkaProfile,
     SaslMechanism,
     SecurityProtocol,
@@ -253,8 +255,7 @@ def test_a_missing_settings_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_p
 
 def a_changed_value(knob: str) -> Any:
     """A valid value other than the default, for any knob (new knobs included)."""
-    path = KNOBS[knob]
-    default = knob_value(ControllerConfig(), path)
+    default = knob_value(settings_from({}), SETTINGS_KNOBS[knob])
     if isinstance(default, bool):
         return not default
     if isinstance(default, int | float):
@@ -267,24 +268,28 @@ def a_changed_value(knob: str) -> Any:
 
 
 def changed_knobs() -> dict[str, Any]:
-    return {knob: a_changed_value(knob) for knob in KNOBS}
+    return {knob: a_changed_value(knob) for knob in SETTINGS_KNOBS}
 
 
 def test_every_knob_reads_its_own_flat_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     wanted = changed_knobs()
     for knob, value in wanted.items():
         monkeypatch.setenv(env_name(knob), env_value(value))
-    controller = load_settings().controller
+    settings = load_settings()
     for knob, value in wanted.items():
-        assert knob_value(controller, KNOBS[knob]) == value, env_name(knob)
+        assert knob_value(settings, SETTINGS_KNOBS[knob]) == value, env_name(knob)
 
 
 def test_every_knob_reads_from_the_settings_file_too(tmp_path: Path) -> None:
     wanted = changed_knobs()
     config = tmp_path / "gpuyield.env"
     config.write_text("".join(f"{env_name(k)}={env_value(v)}\n" for k, v in wanted.items()))
-    controller = load_settings(config).controller
-    assert controller == with_knobs(ControllerConfig(), wanted)
+    settings = load_settings(config)
+    assert settings.controller == with_knobs(
+        ControllerConfig(), {k: v for k, v in wanted.items() if k in KNOBS}
+    )
+    for knob, value in wanted.items():
+        assert knob_value(settings, SETTINGS_KNOBS[knob]) == value, env_name(knob)
 
 
 def test_a_knob_in_the_environment_wins_over_the_file_and_an_argument_over_both(
@@ -416,6 +421,23 @@ def test_two_knobs_may_not_share_a_variable() -> None:
 
     with pytest.raises(ValueError, match=r"knob 'grace_s' is both grace_s and inner\.grace_s"):
         knob_paths(Clash)
+
+
+def test_the_node_agents_waits_are_settings_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ExecutorSettings.from_knobs(load_settings().node_agent) == ExecutorSettings()
+    monkeypatch.setenv("GPUYIELD_NODE_KILL_TIMEOUT_S", "45")
+    monkeypatch.setenv("GPUYIELD_NODE_EXIT_GRACE_S", "20")
+    executor = ExecutorSettings.from_knobs(load_settings().node_agent, suspend_first=True)
+    assert (executor.kill_timeout_s, executor.exit_grace_s) == (45, 20)
+    assert executor.suspend_first
+
+
+def test_a_node_agent_poll_longer_than_its_kill_timeout_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUYIELD_NODE_POLL_S", "40")
+    with pytest.raises(SettingsError, match=r"^GPUYIELD_NODE_POLL_S: 40 is above node_kill"):
+        load_settings()
 
 
 def test_a_misspelt_knob_argument_is_an_error() -> None:
