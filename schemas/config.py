@@ -24,11 +24,17 @@ checks that no two leaves share one.
 default and a docstring under it saying its unit and why it has its default
 (the docstring becomes its description, in ``gpuyield config``, the README
 table and the errors). Its variable ``GPUYIELD_<NAME>``, the settings-file
-line, validation and provenance follow from the field; only the ConfigMap
-(``deploy/base/settings.env``) and the README table need the new line, and
-their tests say so. A constraint goes in the type (``Annotated[float,
-Field(ge=0)]``); a check across knobs goes in ``_across_knobs`` and raises
-``knob_error`` naming the knob.
+line, validation, provenance and ``gpuyield config`` follow from the field.
+The documentation follows with no thinking: the README table is generated
+(``tests/test_config_command.py`` prints the command when it is stale) and
+the ConfigMap gains a commented-out line (``tests/deploy`` names what it
+lacks). A constraint goes in the type (``Annotated[float, Field(ge=0)]``); a
+check across knobs goes in ``_across_knobs`` and raises ``knob_error``
+naming the knob, so the error names its variable.
+
+The models are frozen pydantic models (no longer dataclasses): build them
+with keywords, copy with ``model_copy(update=...)`` or, validated,
+``with_knobs``.
 """
 
 from __future__ import annotations

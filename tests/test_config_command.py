@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,24 @@ def test_every_command_that_reads_the_settings_rejects_a_bad_knob_at_start(
     assert result.stderr == (
         "gpuyield: GPUYIELD_DEMAND_BACKOFF_MAX_S: 600 is below demand_retry_s (900), "
         "where the backoff starts\n"
+    )
+
+
+def test_the_console_script_fails_in_one_line_too(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUYIELD_")}
+    env["GPUYIELD_MAX_EVICTIONS"] = "-1"
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("gpuyield")), "config", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        "gpuyield: GPUYIELD_MAX_EVICTIONS: input should be greater than or equal to 0 (got -1)\n"
     )
 
 
