@@ -20,6 +20,12 @@ from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_fo
 from gpuyield.agents.simulator.state import SimJob
 from gpuyield.schemas.config import ControllerConfig
 
+PLANNER_BUDGET = DEFAULT_CONTROLLER.planner_budget
+"""Search steps per decision in the simulator (``defaults.DEFAULT_CONTROLLER`` says why)."""
+
+RETRY_BACKOFF_MAX_S = DEFAULT_CONTROLLER.demand_backoff_max_s
+"""The longest retry delay of a demand that keeps finding no plan (``DEFAULT_CONTROLLER``)."""
+
 
 class GpuyieldPolicy:
     """The knobs come from a ``ControllerConfig`` (``defaults.DEFAULT_CONTROLLER`` unless
