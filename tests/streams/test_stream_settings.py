@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 from faust.auth import SASLCredentials, SSLCredentials
-from pydantic import BaseModel, ValidationError
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.schemas.config import KNOBS, ControllerConfig, knob_paths, knob_value, with_knobs
@@ -443,3 +445,21 @@ def test_a_node_agent_poll_longer_than_its_kill_timeout_is_named(
 def test_a_misspelt_knob_argument_is_an_error() -> None:
     with pytest.raises(ValidationError, match="reservation"):
         ControllerConfig(reservation=30)  # type: ignore[call-arg]
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_a_number_written_as_a_variable_reads_back_exactly(value: float) -> None:
+    assert TypeAdapter(float).validate_strings(env_value(value)) == value
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True),
+        st.floats(-1e9, 1e9),
+        max_size=5,
+    )
+)
+def test_priority_classes_written_as_a_variable_read_back_exactly(
+    classes: dict[str, float],
+) -> None:
+    assert ControllerConfig(priority_classes=env_value(classes)).priority_classes == classes
