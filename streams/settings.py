@@ -462,10 +462,12 @@ def _from_text(path: tuple[str, ...], text: str) -> Any:
 
 
 class _WithoutKnobs(PydanticBaseSettingsSource):
-    """A built-in source minus the knobs it passes on as extras (``KnobSource`` reads those).
+    """A built-in source minus the knobs and their blocks (``KnobSource`` reads those).
 
     The env-file source hands ``GPUYIELD_GRACE_S`` on as an extra ``grace_s``,
-    which would then read as a flat argument and beat the environment.
+    which would then read as a flat argument and beat the environment; and a
+    ``GPUYIELD_CONTROLLER`` JSON document would be a second, untraced way to
+    set the knobs. Each knob has one variable.
     """
 
     def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
@@ -476,7 +478,11 @@ class _WithoutKnobs(PydanticBaseSettingsSource):
         return self._inner.get_field_value(field, field_name)
 
     def __call__(self) -> dict[str, Any]:
-        return {key: v for key, v in self._inner().items() if key not in SETTINGS_KNOBS}
+        return {
+            key: value
+            for key, value in self._inner().items()
+            if key not in SETTINGS_KNOBS and key not in BLOCKS
+        }
 
 
 class KnobSource(PydanticBaseSettingsSource):

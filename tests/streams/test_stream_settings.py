@@ -306,6 +306,12 @@ def test_a_knob_in_the_environment_wins_over_the_file_and_an_argument_over_both(
     assert load_settings(config, cooldown_s=60).controller.policy.cooldown_s == 60
 
 
+def test_a_block_is_set_only_knob_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUYIELD_CONTROLLER", '{"reservation_s": 5}')
+    monkeypatch.setenv("GPUYIELD_RESERVATION_S", "120")
+    assert load_settings().controller.reservation_s == 120
+
+
 def test_the_grace_period_is_the_policy_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GPUYIELD_GRACE_S", "45")
     settings = load_settings()
