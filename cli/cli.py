@@ -20,6 +20,7 @@ from gpuyield.audit_command import audit_command
 from gpuyield.broker_command import broker_command
 from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
+from gpuyield.config_command import config_command
 from gpuyield.demo_command import demo_command
 from gpuyield.node_agent_command import node_agent_command
 from gpuyield.schemas.export import write_schemas
@@ -88,6 +89,7 @@ app.command("demo")(demo_command)
 app.command("archive")(archive_command)
 app.command("audit")(audit_command)
 app.command("alerts")(alerts_command)
+app.command("config")(config_command)
 
 
 def main(argv: list[str] | None = None) -> None:

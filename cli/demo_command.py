@@ -7,8 +7,10 @@ the simulated Volcano cluster with real trainer processes, plays the story of
 yields by outcome, work lost, where each suspended job started again, and
 what the simulator says stock Volcano preemption would have done with the
 same workload. Its files (logs, checkpoints) live in a temporary directory,
-under ``$GPUYIELD_STATE_DIR`` when that is set, removed afterwards unless
-``--keep`` (or an error: then the error line names it).
+under ``$GPUYIELD_STATE_DIR`` when that is set (in the environment or the
+settings file), removed afterwards unless ``--keep`` (or an error: then the
+error line names it). The settings are checked at start like every
+command's; the demo runs its own deployment (``timing.demo_settings``).
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import shutil
 import sys
@@ -41,6 +42,7 @@ from gpuyield.agents.demo.scenario import SPEED, DemoScenario, demo_scenario, de
 from gpuyield.agents.demo.tally import LOG_LINES
 from gpuyield.cli_io import fail
 from gpuyield.schemas.simulation import PolicyMetrics
+from gpuyield.service_io import traced_settings_or_fail
 from gpuyield.streams.embedded import EmbeddedServiceError
 
 REFRESH_S = 0.25
@@ -67,7 +69,12 @@ def demo_command(
     rng = random.Random(seed)  # noqa: S311 -- a seeded workload, not security
     scenario = demo_scenario(rng, seed=seed, duration_s=duration_s)
     train_tiny, note = find_train_tiny()
-    base = os.environ.get("GPUYIELD_STATE_DIR") or None
+    # The settings are checked like every command's (a bad value: exit 2, one line), but the
+    # demo uses only the state directory of them; it runs its own deployment
+    # (agents/demo/timing.py: demo_settings).
+    loaded = traced_settings_or_fail()
+    explicit = loaded.sources["GPUYIELD_STATE_DIR"] != "default"
+    base = str(loaded.settings.state_dir) if explicit else None
     try:
         if base is not None:
             Path(base).mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,7 @@ def node_agent_command(
         producer_max_batch_size=settings.kafka_producer_max_batch_size,
         redis_prefix=redis_prefix,
         group_prefix=settings.topic_prefix,
-        executor=ExecutorSettings(suspend_first=suspend_first),
+        executor=ExecutorSettings.from_knobs(settings.node_agent, suspend_first=suspend_first),
     )
     typer.echo(
         f"gpuyield node-agent {node}: Kafka {','.join(endpoints.kafka_bootstrap)}, "

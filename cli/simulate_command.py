@@ -1,8 +1,17 @@
 """``gpuyield simulate``: gpuyield against stock Volcano preemption on one workload.
 
-The composition root for the simulator: it reads the scenario and the trace
-(the only I/O), seeds the workload, runs each policy with a progress bar and
-renders the comparison.
+The composition root for the simulator: it reads the settings, the scenario
+and the trace (the only I/O), seeds the workload, runs each policy with a
+progress bar and renders the comparison.
+
+gpuyield's knobs, lowest precedence first: the simulator's defaults
+(``defaults.DEFAULT_CONTROLLER``, the default scenario's policy), then each
+knob the settings set explicitly (``GPUYIELD_<KNOB>`` in the environment, or
+the settings file of ``--config`` / ``GPUYIELD_CONFIG``: the same values a
+deployment runs with), then the scenario file's ``policy`` block (what one
+experiment varies), then the flags. Knobs left at their defaults in the
+settings do not replace the simulator's own (its planner budget and retry
+delays suit a simulated cluster), so a plain run is the documented one.
 """
 
 from __future__ import annotations
@@ -14,12 +23,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gpuyield.agents.simulator import POLICIES, run_policy
-from gpuyield.agents.simulator.defaults import default_scenario
+from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
 from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.scenario_file import read_scenario_file
 from gpuyield.agents.simulator.trace import parse_queue_map, parse_trace, read_trace_text
@@ -27,8 +37,11 @@ from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli_io import fail
 from gpuyield.report import METRIC_ROWS, write_report
 from gpuyield.schemas import InputError
+from gpuyield.schemas.config import ControllerConfig, with_knobs
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
+from gpuyield.service_io import traced_settings_or_fail
+from gpuyield.streams.settings import knob_error_line
 
 
 def simulate_command(
@@ -66,6 +79,14 @@ def simulate_command(
         Path | None,
         typer.Option(help="Directory to write the plots (PNG) and an HTML page into."),
     ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="Settings file (GPUYIELD_NAME=value lines): its policy knobs, like the "
+            "environment's, apply under the scenario file's.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -75,8 +96,9 @@ def simulate_command(
             f"--policies: unknown policy '{unknown[0] if unknown else ''}' "
             f"(choose from {', '.join(POLICIES)})"
         )
+    knobs = _knobs(config)
     try:
-        chosen = _scenario(scenario, nodes, gpus_per_node, days, seed)
+        chosen = _scenario(scenario, nodes, gpus_per_node, days, seed, knobs)
         jobs, dropped = _jobs(chosen, trace, queue_map, trace_start)
     except InputError as exc:
         fail(str(exc))
@@ -101,7 +123,7 @@ def simulate_command(
             def advance(done: float, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
-            results[name] = run_policy(chosen, jobs, name, advance)
+            results[name] = run_policy(chosen, jobs, name, advance, config=knobs)
     if report is not None:
         try:
             written = write_report(report, chosen, results)
@@ -121,10 +143,25 @@ def simulate_command(
     _table(Console(), chosen, results, len(jobs) - warmup, warmup, dropped)
 
 
+def _knobs(config: Path | None) -> ControllerConfig:
+    """The simulator's knobs with those the settings set explicitly (exit 2 on a bad one)."""
+    explicit = traced_settings_or_fail(config).explicit_knobs()
+    try:
+        return with_knobs(DEFAULT_CONTROLLER, explicit)
+    except ValidationError as exc:  # valid alone, not with the simulator's other defaults
+        fail(f"{knob_error_line(exc)} (with the simulator's defaults)")
+
+
 def _scenario(
-    path: Path | None, nodes: int | None, gpus: int | None, days: float | None, seed: int | None
+    path: Path | None,
+    nodes: int | None,
+    gpus: int | None,
+    days: float | None,
+    seed: int | None,
+    knobs: ControllerConfig,
 ) -> Scenario:
-    base = read_scenario_file(path) if path is not None else default_scenario()
+    settled = default_scenario().model_copy(update={"policy": knobs.policy})
+    base = read_scenario_file(path, settled) if path is not None else settled
     overrides = {
         k: v
         for k, v in {"nodes": nodes, "gpus_per_node": gpus, "days": days, "seed": seed}.items()

@@ -27,7 +27,6 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
-from gpuyield.schemas import Policy
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
@@ -116,7 +115,8 @@ def reservation_enforcer(settings: Settings) -> ReservationEnforcer | None:
 
 
 def controller_config(settings: Settings) -> ControllerConfig:
-    return ControllerConfig(policy=Policy(grace_s=settings.grace_s))
+    """The decider's knobs: the settings' policy block (every ``GPUYIELD_<KNOB>``)."""
+    return settings.controller
 
 
 def worker_command(

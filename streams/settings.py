@@ -13,24 +13,87 @@ Tansu 0.6.0 (each field's description says why); pointed at a real cluster
 the defaults are Apache Kafka's. ``GPUYIELD_KAFKA_PROFILE`` picks the profile
 explicitly, e.g. ``tansu`` for a ``gpuyield broker`` started by hand. A value
 set explicitly always wins over either profile's default.
+
+One composed model: besides the edge's own fields, ``Settings.controller``
+is the pure ``ControllerConfig`` (``gpuyield.schemas.config``: alpha, beta,
+cooldowns, the eviction cap and window, grace, demand retries and backoff,
+the reservation timeout, the priority classes, the topology label keys, ...),
+so the worker, the node agent, the simulator and the demo read one model;
+``Settings.node_agent`` (``NodeAgentKnobs``) holds the node agent's waits.
+Each knob keeps a flat variable, ``GPUYIELD_<KNOB>`` (``GPUYIELD_COOLDOWN_S``,
+not ``GPUYIELD_CONTROLLER__POLICY__COOLDOWN_S``): ``KnobSource`` reads them
+from the environment, then the settings file, and nests them. Flat names are
+what an operator types into a ConfigMap; ``knob_paths`` guarantees they stay
+unique. Flat keyword arguments work too (``load_settings(grace_s=5)``).
+
+``load_settings_traced`` also says where each value came from (``default``,
+``env``, ``file:<path>`` or ``override``), which ``gpuyield config`` prints.
+Adding an edge setting is one field below; adding a policy knob is one field
+in ``schemas/config.py``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from enum import StrEnum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 from dotenv import dotenv_values
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SecretStr,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 from pydantic_core.core_schema import ValidationInfo  # the Volcano check's validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from gpuyield.schemas.config import (
+    KNOBS,
+    POLICY_HELP,
+    ControllerConfig,
+    NodeAgentKnobs,
+    knob_paths,
+    knob_value,
+    nest,
+)
 
 ENV_PREFIX = "GPUYIELD_"
 CONFIG_ENV = "GPUYIELD_CONFIG"
+CONTROLLER = "controller"  # the Settings field holding the policy knobs
+NODE_AGENT = "node_agent"  # the Settings field holding the node agent's waits
+BLOCKS: dict[str, type[BaseModel]] = {CONTROLLER: ControllerConfig, NODE_AGENT: NodeAgentKnobs}
+"""The Settings fields that are blocks of knobs, each knob with its own flat variable."""
+
+
+def _all_knobs() -> dict[str, tuple[str, ...]]:
+    out: dict[str, tuple[str, ...]] = {}
+    for block, model in BLOCKS.items():
+        for knob, path in knob_paths(model).items():
+            if knob in out:
+                raise ValueError(f"knob {knob!r} is in both {out[knob][0]} and {block}")
+            out[knob] = (block, *path)
+    return out
+
+
+SETTINGS_KNOBS: dict[str, tuple[str, ...]] = _all_knobs()
+"""Every knob of every block, by flat name -> its path in ``Settings``."""
+MASK = "**********"  # how a secret is shown (pydantic's SecretStr shows the same)
 
 _HOST_PORT = re.compile(
     r"^(?:\[(?P<ipv6>[0-9A-Fa-f:.]+)\]|(?P<host>[A-Za-z0-9_.-]+)):(?P<port>\d{1,5})$"
@@ -184,11 +247,6 @@ class Settings(BaseSettings):
         ge=1,
         description="Replicas per topic. Default 3 (survives one broker loss); 1 for Tansu.",
     )
-    grace_s: float = Field(
-        120.0,
-        ge=0,
-        description=("Seconds a yielding pod gets to checkpoint before it is killed. Default 120."),
-    )
     cluster_id: str = Field(
         "default",
         description=(
@@ -218,6 +276,17 @@ class Settings(BaseSettings):
             "Local state (embedded Valkey data, faust's table stores, logs). Default "
             "$XDG_STATE_HOME/gpuyield or ~/.local/state/gpuyield."
         ),
+    )
+    controller: ControllerConfig = Field(
+        default_factory=ControllerConfig,
+        description=(
+            "The policy knobs (gpuyield.schemas.config), each set by its own flat "
+            "GPUYIELD_<KNOB> variable."
+        ),
+    )
+    node_agent: NodeAgentKnobs = Field(
+        default_factory=NodeAgentKnobs,
+        description="The node agent's waits during a yield, each set by GPUYIELD_NODE_<...>.",
     )
 
     # --- The worker's start-up check of Volcano's scheduler configuration ----------------
@@ -301,6 +370,30 @@ class Settings(BaseSettings):
         ),
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        env_file = getattr(dotenv_settings, "env_file", None)
+        knobs = KnobSource(settings_cls, env_file if isinstance(env_file, str | Path) else None)
+        return (
+            init_settings,
+            _WithoutKnobs(settings_cls, env_settings),
+            knobs,
+            _WithoutKnobs(settings_cls, dotenv_settings),
+            file_secret_settings,
+        )
+
+    @property
+    def grace_s(self) -> float:
+        """``GPUYIELD_GRACE_S``: the graceful-yield deadline (``controller.policy.grace_s``)."""
+        return self.controller.policy.grace_s
+
     @field_validator("kafka_bootstrap", mode="before")
     @classmethod
     def _split_bootstrap(cls, value: Any) -> Any:
@@ -329,9 +422,10 @@ class Settings(BaseSettings):
     @model_validator(mode="before")
     @classmethod
     def _profile_defaults(cls, data: Any) -> Any:
-        """Fill the profile's defaults in for the values nobody set."""
+        """Nest flat knob arguments (``grace_s=5``), then fill in the profile's defaults."""
         if not isinstance(data, dict):
             return data
+        data = _nest_flat_knobs(data)
         profile = data.get("kafka_profile")
         if profile in (None, ""):
             profile = KafkaProfile.KAFKA if data.get("kafka_bootstrap") else KafkaProfile.TANSU
@@ -384,12 +478,258 @@ class Settings(BaseSettings):
         return self.kafka_security_protocol in (SecurityProtocol.SSL, SecurityProtocol.SASL_SSL)
 
 
+def _nest_flat_knobs(data: dict[str, Any]) -> dict[str, Any]:
+    """Flat knob keys (``cooldown_s``) moved into their blocks, over what the blocks hold."""
+    flat = {key: value for key, value in data.items() if key in SETTINGS_KNOBS}
+    if not flat:
+        return data
+    out = {key: value for key, value in data.items() if key not in SETTINGS_KNOBS}
+    for block, values in nest(flat, SETTINGS_KNOBS).items():
+        held = out.get(block)
+        tree = held.model_dump() if isinstance(held, BaseModel) else dict(held or {})
+        out[block] = _merge(tree, values)
+    return out
+
+
+def _merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        below = out.get(key)
+        if isinstance(value, Mapping) and isinstance(below, Mapping):
+            out[key] = _merge(below, value)
+        else:
+            out[key] = value
+    return out
+
+
+def _environment() -> dict[str, str]:
+    """The process environment by upper-cased name (the settings match names case-blind)."""
+    return {name.upper(): value for name, value in os.environ.items()}
+
+
+def _file_values(path: str | Path | None) -> dict[str, str]:
+    """The settings file's ``NAME=value`` lines by upper-cased name (bare names skipped)."""
+    if path is None or not Path(path).is_file():
+        return {}
+    return {k.upper(): v for k, v in dotenv_values(path).items() if v is not None}
+
+
+def _leaf(path: tuple[str, ...]) -> FieldInfo:
+    """The field at ``path`` below ``Settings``."""
+    model: type[BaseModel] = Settings
+    info = model.model_fields[path[0]]
+    for part in path[1:]:
+        assert isinstance(info.annotation, type)
+        model = info.annotation
+        info = model.model_fields[part]
+    return info
+
+
+_SCALARS = (int, float, str, bool)
+
+
+def _from_text(path: tuple[str, ...], text: str) -> Any:
+    """A knob's text as its type, so a strict model accepts it; the text itself if unparsable.
+
+    A string that does not parse is left for the model to reject: its error then
+    names the field, and the variable, like any other.
+    """
+    annotation = _leaf(path).annotation
+    if annotation not in _SCALARS:
+        return text  # e.g. priority_classes: the model's own parser reads the text
+    try:
+        return TypeAdapter(annotation).validate_strings(text)
+    except ValidationError:
+        return text
+
+
+class _WithoutKnobs(PydanticBaseSettingsSource):
+    """A built-in source minus the knobs and their blocks (``KnobSource`` reads those).
+
+    The env-file source hands ``GPUYIELD_GRACE_S`` on as an extra ``grace_s``,
+    which would then read as a flat argument and beat the environment; and a
+    ``GPUYIELD_CONTROLLER`` JSON document would be a second, untraced way to
+    set the knobs. Each knob has one variable.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], inner: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._inner = inner
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._inner.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        return {
+            key: value
+            for key, value in self._inner().items()
+            if key not in SETTINGS_KNOBS and key not in BLOCKS
+        }
+
+
+class KnobSource(PydanticBaseSettingsSource):
+    """Each knob from its flat ``GPUYIELD_<KNOB>``: the environment first, then the file."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env_file: str | Path | None) -> None:
+        super().__init__(settings_cls)
+        self._env_file = env_file
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads every knob at once
+
+    def __call__(self) -> dict[str, Any]:
+        environment = _environment()
+        file = _file_values(self._env_file)
+        found: dict[str, Any] = {}
+        for knob, path in SETTINGS_KNOBS.items():
+            name = env_name(knob)
+            text = environment.get(name, file.get(name))
+            if text is not None:
+                found[knob] = _from_text(path, text)
+        return nest(found, SETTINGS_KNOBS)
+
+
+class _ExplicitSettings(Settings):
+    """Settings from the constructor's arguments alone."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings,)
+
+
+def settings_from(values: Mapping[str, Any]) -> Settings:
+    """Settings from ``values`` (fields or flat knobs) and the defaults only: no environment,
+    no file. For a deployment built in code (the demo's), which the caller's ``GPUYIELD_*``
+    variables must not reach. Raises SettingsError like ``load_settings``."""
+    try:
+        return _ExplicitSettings(**values)
+    except ValidationError as exc:
+        raise SettingsError(_explain(exc.errors()[0], None, set())) from None
+
+
+# --- every setting, by variable --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SettingSpec:
+    """One variable: where its value sits in ``Settings`` and what it means."""
+
+    env: str
+    path: tuple[str, ...]  # ("topic_partitions",) or ("controller", "policy", "cooldown_s")
+    field: FieldInfo
+
+    @property
+    def description(self) -> str:
+        text = self.field.description or ""
+        if self.path[:2] == (CONTROLLER, "policy"):
+            text = POLICY_HELP.get(self.path[-1], text)
+        return " ".join(text.split()).replace("``", "")
+
+    @property
+    def secret(self) -> bool:
+        return self.field.annotation is not None and "SecretStr" in str(self.field.annotation)
+
+
+def setting_specs() -> list[SettingSpec]:
+    """Every variable the settings read, edge fields first, then the knobs, in model order."""
+    specs = [
+        SettingSpec(env_name(name), (name,), info)
+        for name, info in Settings.model_fields.items()
+        if name not in BLOCKS
+    ]
+    specs += [
+        SettingSpec(env_name(knob), path, _leaf(path)) for knob, path in SETTINGS_KNOBS.items()
+    ]
+    return specs
+
+
+SETTING_NAMES: frozenset[str] = frozenset(
+    [env_name(n) for n in Settings.model_fields if n not in BLOCKS]
+    + [env_name(k) for k in SETTINGS_KNOBS]
+)
+"""Every ``GPUYIELD_*`` variable that sets a value (``GPUYIELD_CONFIG`` names the file)."""
+
+
+def setting_value(settings: Settings, spec: SettingSpec) -> Any:
+    return knob_value(settings, spec.path)
+
+
+def env_value(value: Any, *, reveal: bool = False) -> str:
+    """``value`` written the way its variable takes it (lists comma-separated, ...).
+
+    Secrets show as asterisks unless ``reveal``; None is the empty string (unset).
+    """
+    if value is None:
+        return ""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value() if reveal else MASK
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Enum):
+        return str(value.value)
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return repr(value)
+    if isinstance(value, Mapping):
+        return ",".join(f"{k}={env_value(v, reveal=reveal)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ",".join(env_value(v, reveal=reveal) for v in value)
+    return str(value)
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """Every set value as ``GPUYIELD_<NAME>`` variables (secrets revealed): for a child process.
+
+    ``load_settings`` in the child reads back the same settings.
+    """
+    out: dict[str, str] = {}
+    for spec in setting_specs():
+        value = setting_value(settings, spec)
+        if value is not None:
+            out[spec.env] = env_value(value, reveal=True)
+    return out
+
+
+# --- loading ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedSettings:
+    """The settings and where each value came from."""
+
+    settings: Settings
+    sources: Mapping[str, str]
+    """Variable -> ``default``, ``env``, ``file:<path>`` or ``override`` (a caller's argument)."""
+    config_file: Path | None
+
+    def explicit_knobs(self) -> dict[str, Any]:
+        """The knobs somebody set (by flat name), with their values: what overrides a profile."""
+        return {
+            knob: knob_value(self.settings.controller, path)
+            for knob, path in KNOBS.items()
+            if self.sources[env_name(knob)] != "default"
+        }
+
+
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
     """Read the settings, or raise SettingsError with one line naming the variable.
 
     ``config_file`` (else ``$GPUYIELD_CONFIG``) is an env-file; ``overrides``
-    are field values that win over everything (a CLI's flags).
+    are field or knob values that win over everything (a CLI's flags).
     """
+    return load_settings_traced(config_file, **overrides).settings
+
+
+def load_settings_traced(config_file: str | Path | None = None, **overrides: Any) -> LoadedSettings:
+    """``load_settings``, and where each value came from."""
     path = config_file if config_file is not None else os.environ.get(CONFIG_ENV) or None
     file_keys: set[str] = set()
     if path is not None:
@@ -397,30 +737,76 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
         if not file.is_file():
             raise SettingsError(f"{CONFIG_ENV}: {str(path)!r} is not a readable file")
         try:
-            file_keys = {key.upper() for key in dotenv_values(file)}
+            file_keys = {key.upper() for key, v in dotenv_values(file).items() if v is not None}
         except (OSError, UnicodeDecodeError) as exc:
             raise SettingsError(f"{path}: cannot be read: {exc}") from None
     try:
-        return Settings(_env_file=path, **overrides)
+        settings = Settings(_env_file=path, **overrides)
     except ValidationError as exc:
         raise SettingsError(
             _explain(exc.errors()[0], str(path) if path else None, file_keys)
         ) from None
+    environment = _environment()
+    overridden = {env_name(key) for key in overrides}
+    for block in BLOCKS.keys() & overrides.keys():
+        overridden |= {env_name(k) for k, path in SETTINGS_KNOBS.items() if path[0] == block}
+    sources: dict[str, str] = {}
+    for name in sorted(SETTING_NAMES):
+        if name in overridden:
+            sources[name] = "override"
+        elif name in environment:
+            sources[name] = "env"
+        elif name in file_keys:
+            sources[name] = f"file:{path}"
+        else:
+            sources[name] = "default"
+    return LoadedSettings(settings, sources, Path(path) if path is not None else None)
+
+
+_KNOB_BY_PATH = {path: knob for knob, path in SETTINGS_KNOBS.items()}
+
+
+def _variable(loc: tuple[int | str, ...], error: ErrorDetails) -> tuple[str | None, str]:
+    """The variable an error is about, and the field name (for secrecy), from its location."""
+    ctx = error.get("ctx") or {}
+    if error["type"] == "knob" and "knob" in ctx:
+        knob = str(ctx["knob"]).split(".")[-1]
+        return env_name(knob), knob
+    if loc and loc[0] in BLOCKS:
+        full = tuple(str(part) for part in loc)
+        for end in range(len(full), 1, -1):
+            found = _KNOB_BY_PATH.get(full[:end])
+            if found is not None:
+                return env_name(found), found
+        return None, str(loc[0])
+    if not loc:
+        return None, ""
+    field = str(loc[0])
+    return env_name(field), field
+
+
+def knob_error_line(exc: ValidationError) -> str:
+    """One line naming the variable, for an error in validating a ``ControllerConfig`` alone."""
+    error = exc.errors()[0]
+    shifted: ErrorDetails = {**error, "loc": (CONTROLLER, *error["loc"])}
+    return _explain(shifted, None, set())
 
 
 def _explain(error: ErrorDetails, path: str | None, file_keys: set[str]) -> str:
     """One line: the variable (and the file, if the value came from there), then why."""
     message = error["msg"].removeprefix("Value error, ")
-    if not error["loc"]:
+    variable, field = _variable(tuple(error["loc"]), error)
+    if error["type"] == "knob":
+        message = message.split(": ", 1)[-1]
+    if variable is None:
         return message  # a cross-field check: the message names the variable itself
+    name = variable
     message = message[:1].lower() + message[1:]
     if error["type"] == "missing":
         message = "required"
-    field = str(error["loc"][0])
-    name = env_name(field)
-    if path is not None and name not in os.environ and name in file_keys:
+    if path is not None and name not in _environment() and name in file_keys:
         name = f"{path}: {name}"
-    if error["type"] not in ("value_error", "missing") and "input" in error:
+    if error["type"] not in ("value_error", "missing", "knob") and "input" in error:
         shown = "<hidden>" if "password" in field else repr(error["input"])[:60]
         message = f"{message} (got {shown})"
     return f"{name}: {message}"

@@ -19,15 +19,14 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from gpuyield.agents.demo.timing import NODE_AGENT_EXECUTOR
+from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.agents.node.local_signaller import LocalPodRegistry, LocalProcessSignaller
 from gpuyield.agents.node.pods import PodRef
 from gpuyield.agents.node.service import AgentTopics, NodeAgentConfig, run_node_agent
 from gpuyield.agents.node.suspenders import LocalJobSuspender
+from gpuyield.streams.settings import Settings
 
 log = logging.getLogger(__name__)
-
-SESSION_TIMEOUT_S = 6.0  # Tansu's measured setting (see streams.settings)
 
 
 class PodGpus:
@@ -51,12 +50,14 @@ class NodeAgents:
         redis: Redis,
         redis_prefix: str,
         gpus: PodGpus,
+        settings: Settings,
     ) -> None:
         self._nodes = list(nodes)
         self._kafka = kafka
         self._redis = redis
         self._prefix = redis_prefix
         self._gpus = gpus
+        self._settings = settings  # the demo's deployment, the worker's too (timing.demo_settings)
         self._stop = asyncio.Event()
         self._ready: dict[str, asyncio.Event] = {n: asyncio.Event() for n in self._nodes}
         self.tasks: list[asyncio.Task[Any]] = []
@@ -68,10 +69,10 @@ class NodeAgents:
                 node=node,
                 kafka=self._kafka,
                 topics=AgentTopics(),
-                session_timeout_s=SESSION_TIMEOUT_S,
-                producer_max_batch_size=1,
+                session_timeout_s=self._settings.kafka_session_timeout_s,
+                producer_max_batch_size=self._settings.kafka_producer_max_batch_size,
                 redis_prefix=self._prefix,
-                executor=NODE_AGENT_EXECUTOR,
+                executor=ExecutorSettings.from_knobs(self._settings.node_agent),
             )
             self.tasks.append(
                 asyncio.create_task(

@@ -31,11 +31,12 @@ from gpuyield.agents.demo.nodes import NodeAgents, PodGpus
 from gpuyield.agents.demo.pods import PodLauncher
 from gpuyield.agents.demo.scenario import DemoScenario, Runner
 from gpuyield.agents.demo.tally import Tally, TallyReader
-from gpuyield.agents.demo.timing import demo_policy
+from gpuyield.agents.demo.timing import demo_policy, demo_settings
 from gpuyield.agents.node.local_signaller import LocalPodRegistry
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
+from gpuyield.streams.settings import Settings, settings_env
 from gpuyield.streams.topics import HEARTBEATS, KUBE_EVENTS, ensure_topics, registry
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,17 @@ LOOP_S = 0.2  # how often the simulated cluster looks at its processes and Redis
 STARTUP_TIMEOUT_S = 120.0  # the worker, the agents and the research pods (torch loads slowly)
 PLACEMENT_TIMEOUT_S = 90.0  # from the burst to every fine-tune running
 RESUME_TIMEOUT_S = 120.0  # from the fine-tunes' end to every suspended job running again
+
+
+def worker_env(settings: Settings) -> dict[str, str]:
+    """The worker's environment: the demo's settings and none of the caller's.
+
+    A settings file or a ``GPUYIELD_*`` variable of a real deployment must not
+    redirect the demo's worker or slow its timers.
+    """
+    env = {k: v for k, v in child_env({}).items() if not k.upper().startswith("GPUYIELD_")}
+    env.update(settings_env(settings))
+    return env
 
 
 class DemoError(RuntimeError):
@@ -122,7 +134,16 @@ class Demo:
         kafka: dict[str, Any] = {"bootstrap_servers": bootstrap}
         self.phase = "creating the topics, starting the worker and the node agents"
         await ensure_topics(kafka, registry(PARTITIONS), replication_factor=1)
-        self._start_worker(bootstrap, redis_url)
+        settings = demo_settings(
+            bootstrap=bootstrap,
+            redis_url=redis_url,
+            state_dir=self.options.workdir / "worker",
+            grace_s=scenario.grace_s,
+            app_id=APP_ID,
+            cluster_id=CLUSTER_ID,
+            partitions=PARTITIONS,
+        )
+        self._start_worker(settings)
         redis = Redis.from_url(redis_url)
         producer = AIOKafkaProducer(**kafka, acks="all", max_batch_size=1)
         reader = TallyReader(self.tally, kafka=kafka)
@@ -149,6 +170,7 @@ class Demo:
             redis=redis,
             redis_prefix=REDIS_PREFIX,
             gpus=PodGpus(cluster.pod_gpus),
+            settings=settings,
         )
         self._agents = agents
         try:
@@ -183,22 +205,9 @@ class Demo:
             await asyncio.to_thread(self._children.stop, ["worker"], 15.0)
             await redis.aclose()
 
-    def _start_worker(self, bootstrap: str, redis_url: str) -> None:
+    def _start_worker(self, settings: Settings) -> None:
         workdir = self.options.workdir
-        env = child_env(
-            {
-                "GPUYIELD_KAFKA_BOOTSTRAP": bootstrap,
-                "GPUYIELD_KAFKA_PROFILE": "tansu",
-                "GPUYIELD_REDIS_URL": redis_url,
-                "GPUYIELD_STATE_DIR": str(workdir / "worker"),
-                "GPUYIELD_APP_ID": APP_ID,
-                "GPUYIELD_CLUSTER_ID": CLUSTER_ID,
-                "GPUYIELD_TOPIC_PREFIX": "",
-                "GPUYIELD_TOPIC_PARTITIONS": str(PARTITIONS),
-                "GPUYIELD_GRACE_S": str(self.options.scenario.grace_s),
-            }
-        )
-        env.pop("GPUYIELD_CONFIG", None)  # a user's settings file must not redirect the demo
+        env = worker_env(settings)
         self._children.spawn(
             "worker",
             [python(), "-m", "gpuyield.agents.demo.worker_process"],

@@ -8,14 +8,25 @@ a trainer needs real seconds to reach a step boundary and write its
 checkpoint, so the grace period, the ack slack and the node agents' waits are
 wall seconds (short ones, for a snappy demo). Timestamps are the wall clock
 everywhere (trainers, node agents and the decider compare them).
+
+The demo's deployment is one ``Settings`` (``demo_settings``), the model
+every ``gpuyield`` command reads: its worker gets it as ``GPUYIELD_*``
+variables (``settings_env``) and reads it back with ``load_settings``; its
+node agents are configured from the same object. It is built from these
+values alone: the caller's own ``GPUYIELD_*`` variables (a deployment's
+cooldown of ten real minutes, a real Kafka) never reach the demo, whose
+timers only make sense compressed.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.demo.scenario import SPEED
-from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.schemas import Policy
+from gpuyield.schemas.config import NodeAgentKnobs
+from gpuyield.streams.settings import Settings, settings_from
 
 TICK_S = 0.5
 """The worker's tick: how soon deadlines, retries and resumes are looked at."""
@@ -44,7 +55,38 @@ def demo_controller_config(grace_s: float) -> ControllerConfig:
     )
 
 
-NODE_AGENT_EXECUTOR = ExecutorSettings(
-    settle_s=1.5, poll_s=0.2, exit_grace_s=5.0, kill_timeout_s=10.0, release_timeout_s=20.0
+def demo_settings(
+    *,
+    bootstrap: str,
+    redis_url: str,
+    state_dir: Path,
+    grace_s: float,
+    app_id: str,
+    cluster_id: str,
+    partitions: int,
+) -> Settings:
+    """The demo's deployment: its embedded broker and Redis, its compressed policy timers."""
+    return settings_from(
+        {
+            "kafka_bootstrap": bootstrap,
+            "kafka_profile": "tansu",
+            "redis_url": redis_url,
+            "state_dir": state_dir,
+            "app_id": app_id,
+            "cluster_id": cluster_id,
+            "topic_prefix": "",
+            "topic_partitions": partitions,
+            "controller": demo_controller_config(grace_s),
+            "node_agent": DEMO_NODE_AGENT,
+        }
+    )
+
+
+DEMO_NODE_AGENT = NodeAgentKnobs(
+    node_settle_s=1.5,
+    node_poll_s=0.2,
+    node_exit_grace_s=5.0,
+    node_kill_timeout_s=10.0,
+    node_release_timeout_s=20.0,
 )
 """Shorter waits than the defaults: a demo's trainers are a few steps a second on one machine."""

@@ -2,10 +2,12 @@
 
 ``python -m gpuyield.agents.demo.worker_process`` reads the same settings as
 ``gpuyield worker`` (``GPUYIELD_*``; the demo passes its embedded broker and
-Redis in) and builds the same Faust app (``gpuyield.agents.worker.app``); only
-the controller's configuration differs (``timing.demo_controller_config``), so
-a resume does not wait five real minutes. A process of its own, as in a
-deployment: Faust wants its own event loop and signal handling.
+Redis in) and builds the same Faust app (``gpuyield.agents.worker.app``). The
+demo passes its whole ``timing.demo_settings`` as variables, the policy knobs
+included (``timing.demo_controller_config``: compressed, so a resume does not
+wait five real minutes), and this process reads them like any worker. A
+process of its own, as in a deployment: Faust wants its own event loop and
+signal handling.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import faust
 
-from gpuyield.agents.demo.timing import TICK_S, demo_controller_config
+from gpuyield.agents.demo.timing import TICK_S
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.streams.kafka_client import faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
@@ -45,7 +47,7 @@ def main() -> int:
             heartbeat_partitions=settings.topic_partitions,
             data_dir=str(Path(settings.state_dir) / "faust"),
         ),
-        demo_controller_config(settings.grace_s),
+        settings.controller,
         publish_view=writer.publish,
     )
     worker = faust.Worker(app, loglevel="info", quiet=True, redirect_stdouts=False)

@@ -29,6 +29,7 @@ from gpuyield.agents.node.progress import ProgressBoard
 from gpuyield.agents.node.records import Phase, YieldRecord
 from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobGone, JobSuspender
+from gpuyield.schemas.config import NodeAgentKnobs
 from gpuyield.schemas.messages import CommandAction, YieldAck, YieldOutcome
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,19 @@ class ExecutorSettings:
     # acting on the yield's own evictions and exits, but Volcano's AbortJob deletes the pods
     # with their own terminationGracePeriodSeconds, which then caps the grace.
     suspend_first: bool = False
+
+    @classmethod
+    def from_knobs(cls, knobs: NodeAgentKnobs, *, suspend_first: bool = False) -> ExecutorSettings:
+        """The waits an operator set (``GPUYIELD_NODE_*``, ``Settings.node_agent``)."""
+        return cls(
+            stale_after_s=knobs.node_stale_after_s,
+            exit_grace_s=knobs.node_exit_grace_s,
+            settle_s=knobs.node_settle_s,
+            poll_s=knobs.node_poll_s,
+            kill_timeout_s=knobs.node_kill_timeout_s,
+            release_timeout_s=knobs.node_release_timeout_s,
+            suspend_first=suspend_first,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,20 +9,34 @@ from __future__ import annotations
 
 import random  # noqa: TID251 -- seeded Randoms only, derived from the scenario's seed
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
+from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import PreemptionPolicy, Simulation
 from gpuyield.agents.simulator.gpuyield_policy import GpuyieldPolicy
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
 from gpuyield.agents.simulator.metrics import measure
 from gpuyield.agents.simulator.volcano_gang import VolcanoGang
 from gpuyield.agents.simulator.volcano_native import VolcanoNative
+from gpuyield.schemas.config import ControllerConfig
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 
-POLICIES: dict[str, Callable[[Scenario], PreemptionPolicy]] = {
-    "volcano-native": lambda s: VolcanoNative(random.Random(f"volcano-native:{s.seed}")),  # noqa: S311
-    "volcano-gang": lambda s: VolcanoGang(),
-    "gpuyield": lambda s: GpuyieldPolicy(),
+
+class PolicyFactory(Protocol):
+    """Makes a policy for one run; gpuyield's policies take their knobs from ``config``."""
+
+    def __call__(
+        self, scenario: Scenario, config: ControllerConfig = DEFAULT_CONTROLLER, /
+    ) -> PreemptionPolicy: ...
+
+
+POLICIES: dict[str, PolicyFactory] = {
+    "volcano-native": lambda s, c=DEFAULT_CONTROLLER: VolcanoNative(
+        random.Random(f"volcano-native:{s.seed}")  # noqa: S311
+    ),
+    "volcano-gang": lambda s, c=DEFAULT_CONTROLLER: VolcanoGang(),
+    "gpuyield": lambda s, c=DEFAULT_CONTROLLER: GpuyieldPolicy(c),
 }
 
 __all__ = ["POLICIES", "JobKind", "JobSpec", "Simulation", "run_policy"]
@@ -33,12 +47,18 @@ def run_policy(
     jobs: Sequence[JobSpec],
     policy: str,
     on_progress: Callable[[float], None] | None = None,
+    *,
+    config: ControllerConfig = DEFAULT_CONTROLLER,
 ) -> PolicyResult:
-    """Simulate ``jobs`` on ``scenario``'s cluster under one named policy."""
+    """Simulate ``jobs`` on ``scenario``'s cluster under one named policy.
+
+    ``config`` holds gpuyield's knobs beyond the scenario's ``policy`` (planner
+    budget, demand retry and backoff); the default is the simulator's own.
+    """
     try:
         make = POLICIES[policy]
     except KeyError:
         raise ValueError(f"unknown policy '{policy}' (choose from {', '.join(POLICIES)})") from None
-    sim = Simulation(scenario, jobs, make(scenario))
+    sim = Simulation(scenario, jobs, make(scenario, config))
     sim.run(on_progress)
     return measure(sim)

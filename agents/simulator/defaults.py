@@ -54,6 +54,7 @@ from __future__ import annotations
 import json
 
 from gpuyield.schemas import Policy
+from gpuyield.schemas.config import ControllerConfig
 from gpuyield.schemas.scenario import DEFAULT_QUEUES, Scenario, WorkloadMix
 
 PRODUCTION_PRIORITY = 1000
@@ -217,6 +218,29 @@ resumed is spared for as long as the livelock guard watches for a
 preempt-after-resume cycle, so gpuyield does not feed the cycles it detects.
 Stock Volcano has no cooldown unless the ``cdp`` plugin is configured, and
 the simulated baselines have none."""
+
+
+DEFAULT_CONTROLLER = ControllerConfig(
+    policy=DEFAULT_POLICY,
+    planner_budget=5_000,
+    demand_retry_s=300.0,
+    demand_backoff_max_s=1800.0,
+)
+"""The simulator's gpuyield knobs, where they differ from the controller's defaults.
+
+- ``planner_budget`` 5,000 search steps per decision: simulated clusters are
+  small and a 14-day run makes thousands of decisions.
+- ``demand_retry_s`` 300: a demand that found no plan is retried after 5
+  minutes of virtual time (the engine has no pod events to retry on sooner).
+- ``demand_backoff_max_s`` 1800: one that keeps finding none is retried after
+  5, 10, 20, then every 30 minutes instead of every 5. A backlog of jobs that
+  no eviction may serve (their queue above its guarantee, nothing lighter to
+  preempt) otherwise calls the planner once per job every 5 minutes for as
+  long as it lasts, which on the Philly trace was most of the run time.
+
+``gpuyield simulate`` starts from these, then applies the knobs the settings
+set explicitly (``GPUYIELD_<KNOB>`` or the settings file), then a scenario
+file's ``policy`` block: the scenario names what one experiment varies."""
 
 
 def render_default_scenario() -> str:

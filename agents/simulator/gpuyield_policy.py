@@ -14,29 +14,34 @@ from __future__ import annotations
 
 from gpuyield.agents.planner import plan
 from gpuyield.agents.policy.demands import DemandLedger
+from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import Decision, Simulation
 from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_for
 from gpuyield.agents.simulator.state import SimJob
+from gpuyield.schemas.config import ControllerConfig
 
-PLANNER_BUDGET = 5_000
-"""Search steps per decision in the simulator (clusters here are small)."""
+PLANNER_BUDGET = DEFAULT_CONTROLLER.planner_budget
+"""Search steps per decision in the simulator (``defaults.DEFAULT_CONTROLLER`` says why)."""
 
-RETRY_BACKOFF_MAX_S = 1800.0
-"""A demand that keeps finding no plan is retried after 5, 10, 20, then every 30
-minutes (``DemandLedger.backoff_max_s``) instead of every 5: a backlog of jobs
-that no eviction may serve (their queue above its guarantee, nothing lighter
-to preempt) otherwise calls the planner once per job every 5 minutes for as
-long as it lasts, which on the Philly trace was most of the run time. Any
-decided round starts the demand afresh; a new job starts at 5 minutes."""
+RETRY_BACKOFF_MAX_S = DEFAULT_CONTROLLER.demand_backoff_max_s
+"""The longest retry delay of a demand that keeps finding no plan (``DEFAULT_CONTROLLER``)."""
 
 
 class GpuyieldPolicy:
+    """The knobs come from a ``ControllerConfig`` (``defaults.DEFAULT_CONTROLLER`` unless
+    given): the planner budget and the demand retry and backoff; the planner's own
+    knobs come from the scenario's ``policy``, which the snapshots carry."""
+
     name = "gpuyield"
     graceful = True
 
-    def __init__(self, *, budget: int = PLANNER_BUDGET) -> None:
-        self.budget = budget
-        self.ledger = DemandLedger(backoff_max_s=RETRY_BACKOFF_MAX_S)
+    def __init__(
+        self, config: ControllerConfig = DEFAULT_CONTROLLER, *, budget: int | None = None
+    ) -> None:
+        self.budget = config.planner_budget if budget is None else budget
+        self.ledger = DemandLedger(
+            cooldown_s=config.demand_retry_s, backoff_max_s=config.demand_backoff_max_s
+        )
         self.decisions = 0
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:

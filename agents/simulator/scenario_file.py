@@ -32,7 +32,7 @@ from gpuyield.schemas.errors import InputError, explain_validation_error
 from gpuyield.schemas.scenario import Scenario
 
 
-def read_scenario_file(path: Path) -> Scenario:
+def read_scenario_file(path: Path, base: Scenario | None = None) -> Scenario:
     """The scenario in ``path`` (the edge: the only function here that touches a file)."""
     try:
         text = path.read_text(encoding="utf-8")
@@ -40,11 +40,14 @@ def read_scenario_file(path: Path) -> Scenario:
         raise InputError(f"{path}: cannot read the scenario: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not a scenario file (not UTF-8 text)") from None
-    return load_scenario(text, str(path))
+    return load_scenario(text, str(path), base)
 
 
-def load_scenario(text: str, source: str) -> Scenario:
-    """Parse ``text`` (JSON or YAML) and merge it over the default scenario.
+def load_scenario(text: str, source: str, base: Scenario | None = None) -> Scenario:
+    """Parse ``text`` (JSON or YAML) and merge it over ``base`` (the default scenario).
+
+    ``gpuyield simulate`` passes the default scenario with the settings' policy
+    knobs in it, so the file's own ``policy`` keys win over the settings.
 
     ``source`` names the document in messages; a name ending in ``.json``, or a
     text starting with ``{``, is read as JSON (for JSON's precise error
@@ -54,7 +57,7 @@ def load_scenario(text: str, source: str) -> Scenario:
     unknown = unknown_field(data, Scenario)
     if unknown is not None:
         raise InputError(f"{source}: {unknown}")
-    default = default_scenario()
+    default = base if base is not None else default_scenario()
     if "queues" in data and "workload" not in data and isinstance(data["queues"], list):
         names = {q.get("name") for q in data["queues"] if isinstance(q, Mapping)}
         lacking = sorted({mix.queue for mix in default.workload} - names)

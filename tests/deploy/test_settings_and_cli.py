@@ -17,7 +17,14 @@ import typer
 from typer.testing import CliRunner
 
 from gpuyield.cli import app
-from gpuyield.streams.settings import CONFIG_ENV, Settings, env_name
+from gpuyield.streams.settings import (
+    CONFIG_ENV,
+    SETTING_NAMES,
+    Settings,
+    env_value,
+    setting_specs,
+    setting_value,
+)
 
 from .manifests import (
     COMPOSE,
@@ -33,8 +40,10 @@ from .manifests import (
     walk_containers,
 )
 
-VALID_NAMES = {env_name(field) for field in Settings.model_fields} | {CONFIG_ENV}
+VALID_NAMES = SETTING_NAMES | {CONFIG_ENV}
 NAME = re.compile(r"\bGPUYIELD_[A-Z0-9_]+\b")
+COMMENTED = re.compile(r"^#\s*(GPUYIELD_[A-Z0-9_]+)=(.*)$")
+SECRET = "GPUYIELD_KAFKA_SASL_PASSWORD"
 
 
 def deployment_texts() -> list[Path]:
@@ -77,6 +86,44 @@ def test_the_base_settings_parse_for_production() -> None:
     assert not settings.embedded_kafka
     assert not settings.embedded_redis
     assert settings.topic_replication_factor == 3
+
+
+def commented_settings(path: Path) -> dict[str, str]:
+    """The ``# GPUYIELD_NAME=value`` lines: settings listed at the value they take unset."""
+    found: dict[str, str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = COMMENTED.match(line.strip())
+        if match:
+            found[match[1]] = match[2].strip()
+    return found
+
+
+def test_the_configmap_lists_every_setting() -> None:
+    """An operator finds every knob in the ConfigMap, set or commented out at its default."""
+    base = DEPLOY / "base" / "settings.env"
+    listed = set(env_file(base)) | set(commented_settings(base))
+    missing = sorted(SETTING_NAMES - {SECRET} - listed)
+    assert not missing, f"settings.env lacks {missing}: add each, commented at its default"
+    assert SECRET not in listed, "the SASL password comes from the Secret, never the ConfigMap"
+    assert SECRET in base.read_text(encoding="utf-8"), "say where the password comes from"
+
+
+def test_each_commented_setting_shows_the_value_in_effect() -> None:
+    """Uncommenting a line as it stands changes nothing: its value is what applies unset."""
+    base = DEPLOY / "base" / "settings.env"
+    effective = parse_settings(env_file(base))
+    by_name = {spec.env: spec for spec in setting_specs()}
+    for name, shown in commented_settings(base).items():
+        value = env_value(setting_value(effective, by_name[name]))
+        assert shown == value, f"{name}: the file shows {shown!r}, the value in effect is {value!r}"
+
+
+def test_a_stale_default_in_the_configmap_would_be_caught(tmp_path: Path) -> None:
+    stale = tmp_path / "settings.env"
+    stale.write_text("GPUYIELD_KAFKA_PROFILE=kafka\n# GPUYIELD_COOLDOWN_S=300\n")
+    effective = parse_settings(env_file(stale))
+    shown = commented_settings(stale)["GPUYIELD_COOLDOWN_S"]
+    assert shown != env_value(effective.controller.policy.cooldown_s)
 
 
 def test_the_sasl_overlay_settings_parse_with_the_secret() -> None:

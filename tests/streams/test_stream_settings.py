@@ -1,13 +1,23 @@
-"""Settings from the environment and an env-file: two profiles, one-line errors, hidden secrets."""
+"""Settings from the environment and an env-file: two profiles, the policy knobs, one-line
+errors, hidden secrets, and where each value came from."""
 
 from __future__ import annotations
 
+import typing
+
 import ssl
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 from faust.auth import SASLCredentials, SSLCredentials
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from gpuyield.agents.node.executor import ExecutorSettings
+from gpuyield.schemas.config import KNOBS, ControllerConfig, knob_paths, knob_value, with_knobs
 from gpuyield.streams.kafka_client import (
     NoBootstrapError,
     aiokafka_kwargs,
@@ -16,11 +26,19 @@ from gpuyield.streams.kafka_client import (
     faust_credentials,
 )
 from gpuyield.streams.settings import (
+    SETTING_NAMES,
+    SETTINGS_KNOBS,
     KafkaProfile,
     SaslMechanism,
     SecurityProtocol,
+    Settings,
     SettingsError,
+    env_name,
+    env_value,
     load_settings,
+    load_settings_traced,
+    settings_env,
+    settings_from,
 )
 
 
@@ -235,3 +253,235 @@ def test_a_missing_settings_file_is_named(monkeypatch: pytest.MonkeyPatch, tmp_p
     monkeypatch.setenv("GPUYIELD_CONFIG", str(tmp_path / "absent.env"))
     with pytest.raises(SettingsError, match=r"^GPUYIELD_CONFIG: '.*absent.env' is not a readable"):
         load_settings()
+
+
+# --- the policy knobs: one composed model ----------------------------------------------
+
+
+def _literal_choices(knob: str) -> tuple[Any, ...]:
+    """The values a ``Literal`` knob admits (empty for other types)."""
+    path = SETTINGS_KNOBS[knob]
+    model: Any = Settings
+    for part in path[:-1]:
+        model = model.model_fields[part].annotation
+    annotation = model.model_fields[path[-1]].annotation
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+def a_changed_value(knob: str) -> Any:
+    """A valid value other than the default, for any knob (new knobs included)."""
+    default = knob_value(settings_from({}), SETTINGS_KNOBS[knob])
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int | float):
+        return type(default)(default * 2 + 1)
+    choices = _literal_choices(knob)
+    if choices:
+        return next(choice for choice in choices if choice != default)
+    if isinstance(default, str):
+        return f"example.com/{knob.replace('_', '-')}"
+    if isinstance(default, Mapping):
+        return {"production": 1000.0, "research-low": 100.0}
+    raise AssertionError(f"{knob}: add a changed value for a {type(default).__name__}")
+
+
+def changed_knobs() -> dict[str, Any]:
+    return {knob: a_changed_value(knob) for knob in SETTINGS_KNOBS}
+
+
+def test_every_knob_reads_its_own_flat_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    wanted = changed_knobs()
+    for knob, value in wanted.items():
+        monkeypatch.setenv(env_name(knob), env_value(value))
+    settings = load_settings()
+    for knob, value in wanted.items():
+        assert knob_value(settings, SETTINGS_KNOBS[knob]) == value, env_name(knob)
+
+
+def test_every_knob_reads_from_the_settings_file_too(tmp_path: Path) -> None:
+    wanted = changed_knobs()
+    config = tmp_path / "gpuyield.env"
+    config.write_text("".join(f"{env_name(k)}={env_value(v)}\n" for k, v in wanted.items()))
+    settings = load_settings(config)
+    assert settings.controller == with_knobs(
+        ControllerConfig(), {k: v for k, v in wanted.items() if k in KNOBS}
+    )
+    for knob, value in wanted.items():
+        assert knob_value(settings, SETTINGS_KNOBS[knob]) == value, env_name(knob)
+
+
+def test_a_knob_in_the_environment_wins_over_the_file_and_an_argument_over_both(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "gpuyield.env"
+    config.write_text("GPUYIELD_COOLDOWN_S=1200\nGPUYIELD_RESERVATION_S=300\n")
+    monkeypatch.setenv("GPUYIELD_COOLDOWN_S", "900")
+    settings = load_settings(config)
+    assert settings.controller.policy.cooldown_s == 900
+    assert settings.controller.reservation_s == 300
+    assert load_settings(config, cooldown_s=60).controller.policy.cooldown_s == 60
+
+
+def test_a_block_is_set_only_knob_by_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUYIELD_CONTROLLER", '{"reservation_s": 5}')
+    monkeypatch.setenv("GPUYIELD_RESERVATION_S", "120")
+    assert load_settings().controller.reservation_s == 120
+
+
+def test_the_grace_period_is_the_policy_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUYIELD_GRACE_S", "45")
+    settings = load_settings()
+    assert settings.grace_s == settings.controller.policy.grace_s == 45
+
+
+def test_priority_classes_read_as_json_or_as_name_value_pairs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUYIELD_PRIORITY_CLASSES", '{"production": 1000, "research": 100}')
+    as_json = load_settings().controller.priority_classes
+    monkeypatch.setenv("GPUYIELD_PRIORITY_CLASSES", " production=1000, research=100 ")
+    as_pairs = load_settings().controller.priority_classes
+    assert as_json == as_pairs == {"production": 1000.0, "research": 100.0}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["rack", "topology.kubernetes.io/rack", "nvidia.com/gpu.clique", "example.com/Rack_2"],
+)
+def test_a_valid_label_key_is_accepted(key: str) -> None:
+    assert ControllerConfig(rack_label=key).rack_label == key
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["", "-rack", "rack-", "Example.com/rack", "a/b/c", "example.com/", "x" * 64, "my rack"],
+)
+def test_an_invalid_label_key_is_named(monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    monkeypatch.setenv("GPUYIELD_RACK_LABEL", key)
+    with pytest.raises(SettingsError, match=r"^GPUYIELD_RACK_LABEL: .* is not a Kubernetes label"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"GPUYIELD_ALPHA": "-0.5"}, "GPUYIELD_ALPHA: must be >= 0"),
+        ({"GPUYIELD_BETA": "nan"}, "GPUYIELD_BETA: input should be a finite number"),
+        ({"GPUYIELD_MAX_EVICTIONS": "0"}, "GPUYIELD_MAX_EVICTIONS: must be >= 1"),
+        ({"GPUYIELD_EVICTION_WINDOW_S": "0"}, "GPUYIELD_EVICTION_WINDOW_S: must be > 0"),
+        ({"GPUYIELD_COOLDOWN_S": "-1"}, "GPUYIELD_COOLDOWN_S: input should be greater than"),
+        (
+            {"GPUYIELD_DEMAND_RETRY_S": "60", "GPUYIELD_DEMAND_BACKOFF_MAX_S": "30"},
+            "GPUYIELD_DEMAND_BACKOFF_MAX_S: 30 is below demand_retry_s (60)",
+        ),
+        ({"GPUYIELD_PLANNER_BUDGET": "0"}, "GPUYIELD_PLANNER_BUDGET: input should be greater"),
+        ({"GPUYIELD_PRIORITY_CLASSES": "prod=high"}, "GPUYIELD_PRIORITY_CLASSES: input should"),
+        ({"GPUYIELD_PRIORITY_CLASSES": "Prod=1"}, "GPUYIELD_PRIORITY_CLASSES: 'Prod' is not a"),
+        ({"GPUYIELD_PRIORITY_CLASSES": "[1, 2]"}, "GPUYIELD_PRIORITY_CLASSES: input should be"),
+    ],
+)
+def test_a_bad_knob_is_one_line_naming_its_variable(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, str], expected: str
+) -> None:
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    message = str(caught.value)
+    assert message.startswith(expected), message
+    assert "\n" not in message
+
+
+def test_where_each_value_came_from(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    config = tmp_path / "gpuyield.env"
+    config.write_text("GPUYIELD_ALPHA=100\nGPUYIELD_TOPIC_PARTITIONS=16\n")
+    monkeypatch.setenv("GPUYIELD_BETA", "400")
+    loaded = load_settings_traced(config, max_evictions=5)
+    assert loaded.sources["GPUYIELD_ALPHA"] == f"file:{config}"
+    assert loaded.sources["GPUYIELD_TOPIC_PARTITIONS"] == f"file:{config}"
+    assert loaded.sources["GPUYIELD_BETA"] == "env"
+    assert loaded.sources["GPUYIELD_MAX_EVICTIONS"] == "override"
+    assert loaded.sources["GPUYIELD_COOLDOWN_S"] == "default"
+    assert set(loaded.sources) == SETTING_NAMES
+    assert loaded.explicit_knobs() == {"alpha": 100.0, "beta": 400.0, "max_evictions": 5}
+
+
+def test_settings_written_as_variables_read_back_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the demo hands its worker: every value, the password included, survives."""
+    original = settings_from(
+        {
+            "kafka_bootstrap": "k1:9092,k2:9092",
+            "kafka_security_protocol": "SASL_SSL",
+            "kafka_sasl_username": "ops",
+            "kafka_sasl_password": "s3cret=,x",
+            "topic_prefix": "test.",
+            **changed_knobs(),
+        }
+    )
+    for name, value in settings_env(original).items():
+        monkeypatch.setenv(name, value)
+    again = load_settings()
+    assert again.model_dump() == original.model_dump()
+    assert again.kafka_sasl_password is not None
+    assert again.kafka_sasl_password.get_secret_value() == "s3cret=,x"
+
+
+def test_settings_from_values_ignore_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUYIELD_COOLDOWN_S", "999")
+    monkeypatch.setenv("GPUYIELD_KAFKA_BOOTSTRAP", "prod-kafka:9092")
+    settings = settings_from({"reservation_s": 30})
+    assert settings.controller.policy.cooldown_s == ControllerConfig().policy.cooldown_s
+    assert settings.kafka_bootstrap is None
+    assert settings.controller.reservation_s == 30
+
+
+def test_two_knobs_may_not_share_a_variable() -> None:
+    class Inner(BaseModel):
+        grace_s: float = 1.0
+
+    class Clash(BaseModel):
+        grace_s: float = 2.0
+        inner: Inner = Inner()
+
+    with pytest.raises(ValueError, match=r"knob 'grace_s' is both grace_s and inner\.grace_s"):
+        knob_paths(Clash)
+
+
+def test_the_node_agents_waits_are_settings_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert ExecutorSettings.from_knobs(load_settings().node_agent) == ExecutorSettings()
+    monkeypatch.setenv("GPUYIELD_NODE_KILL_TIMEOUT_S", "45")
+    monkeypatch.setenv("GPUYIELD_NODE_EXIT_GRACE_S", "20")
+    executor = ExecutorSettings.from_knobs(load_settings().node_agent, suspend_first=True)
+    assert (executor.kill_timeout_s, executor.exit_grace_s) == (45, 20)
+    assert executor.suspend_first
+
+
+def test_a_node_agent_poll_longer_than_its_kill_timeout_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GPUYIELD_NODE_POLL_S", "40")
+    with pytest.raises(SettingsError, match=r"^GPUYIELD_NODE_POLL_S: 40 is above node_kill"):
+        load_settings()
+
+
+def test_a_misspelt_knob_argument_is_an_error() -> None:
+    with pytest.raises(ValidationError, match="reservation"):
+        ControllerConfig(reservation=30)  # type: ignore[call-arg]
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False))
+def test_a_number_written_as_a_variable_reads_back_exactly(value: float) -> None:
+    assert TypeAdapter(float).validate_strings(env_value(value)) == value
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?", fullmatch=True),
+        st.floats(-1e9, 1e9),
+        max_size=5,
+    )
+)
+def test_priority_classes_written_as_a_variable_read_back_exactly(
+    classes: dict[str, float],
+) -> None:
+    assert ControllerConfig(priority_classes=env_value(classes)).priority_classes == classes
