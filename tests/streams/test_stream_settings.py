@@ -3,9 +3,8 @@ errors, hidden secrets, and where each value came from."""
 
 from __future__ import annotations
 
-import typing
-
 import ssl
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
