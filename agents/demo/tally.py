@@ -78,6 +78,7 @@ class Tally:
     resume_decisions: int = 0
     yield_commands: int = 0
     resume_commands: int = 0
+    yield_demands: dict[str, int] = field(default_factory=dict)  # demand -> yield decisions for it
     outcomes: dict[str, int] = field(default_factory=dict)
     lost_gpu_seconds: float = 0.0
     alerts: list[Alert] = field(default_factory=list)
@@ -87,6 +88,7 @@ class Tally:
     resume_acked: dict[str, float] = field(default_factory=dict)  # job -> when its resume was acked
     log: list[tuple[float, str]] = field(default_factory=list)
     on_line: Callable[[str], None] | None = None
+    _new_yield: set[str] = field(default_factory=set)  # jobs resumed since their last yield ack
 
     def line(self, text: str, at: float) -> None:
         """Note ``text``, which happened at ``at`` (the message's own time: topics are read
@@ -123,6 +125,7 @@ class Tally:
         victims = decision.plan.victims
         if victims:
             self.yield_decisions += 1
+            self.yield_demands[decision.demand] = self.yield_demands.get(decision.demand, 0) + 1
             names = ", ".join(
                 f"{v.job} ({len(v.pods)} pod{'s' * (len(v.pods) > 1)})" for v in victims
             )
@@ -139,11 +142,17 @@ class Tally:
         if ack.outcome is YieldOutcome.RESUMED:
             self.resume_acked[ack.job] = ack.acked_at
             self.resumed_steps.pop(ack.job, None)
+            self._new_yield.add(ack.job)
             self.line(f"ack from {ack.node}: {ack.job} resumed", ack.acked_at)
             return
         self.lost_gpu_seconds += ack.gpu_seconds_lost
         if ack.outcome in YIELD_OUTCOMES:
-            self.acked_steps[ack.job] = ack.checkpoint_step
+            # One yield of a job on several nodes is one ack per node: its saved step is the
+            # furthest any of them reports, until a resume starts the next yield afresh.
+            before = None if ack.job in self._new_yield else self.acked_steps.get(ack.job)
+            self._new_yield.discard(ack.job)
+            steps = [s for s in (before, ack.checkpoint_step) if s is not None]
+            self.acked_steps[ack.job] = max(steps) if steps else None
         self.line(
             f"ack from {ack.node}: {ack.job} {outcome}"
             + (f" at step {ack.checkpoint_step}" if ack.checkpoint_step is not None else "")
