@@ -26,8 +26,9 @@ The story, with the default seed (``describe`` prints it for the user):
 Time is accelerated: one wall second stands for one simulated minute
 (``SPEED``), which is how the comparison with the simulator reads the same
 workload. The story's phases follow what happened, not the clock: on a
-slower machine every phase takes longer and the story stays the same. The seed varies progress, run times and arrival order, not the
-shape of the story.
+slower machine every phase takes longer and the story stays the same. The
+seed varies progress, run times and arrival order, not the shape of the
+story.
 """
 
 from __future__ import annotations

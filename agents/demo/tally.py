@@ -1,7 +1,9 @@
 """What the demo counts, read from the topics the worker and the node agents write.
 
 The summary's figures come from the messages themselves, not from the demo's
-own bookkeeping: decisions from ``gpuyield.decisions``, commands from
+own bookkeeping: decisions from ``gpuyield.decisions`` (with
+``gpuyield.reservations``, logged to the demo's log file with each decision's
+placement, so a run's story can be read afterwards), commands from
 ``gpuyield.yield-commands``, outcomes and lost GPU-seconds from
 ``gpuyield.yield-acks``, alerts from ``gpuyield.alerts``, and each job's steps
 and checkpoints from ``gpuyield.heartbeats`` (which is how the demo shows a
@@ -31,17 +33,33 @@ from gpuyield.schemas.messages import (
     CommandAction,
     Decision,
     Heartbeat,
+    Reservation,
     YieldAck,
     YieldCommand,
     YieldOutcome,
 )
-from gpuyield.streams.topics import ALERTS, DECISIONS, HEARTBEATS, YIELD_ACKS, YIELD_COMMANDS
+from gpuyield.streams.topics import (
+    ALERTS,
+    DECISIONS,
+    HEARTBEATS,
+    RESERVATIONS,
+    YIELD_ACKS,
+    YIELD_COMMANDS,
+)
 
 log = logging.getLogger(__name__)
 
-Model = type[Decision] | type[YieldCommand] | type[YieldAck] | type[Alert] | type[Heartbeat]
+Model = (
+    type[Decision]
+    | type[YieldCommand]
+    | type[YieldAck]
+    | type[Alert]
+    | type[Heartbeat]
+    | type[Reservation]
+)
 TOPICS: dict[str, Model] = {
     DECISIONS: Decision,
+    RESERVATIONS: Reservation,
     YIELD_COMMANDS: YieldCommand,
     YIELD_ACKS: YieldAck,
     ALERTS: Alert,
@@ -119,10 +137,28 @@ class Tally:
             self.line(f"alert ({message.kind.value}): {message.message}", message.raised_at)
         elif isinstance(message, Heartbeat):
             self._beat(message)
+        elif isinstance(message, Reservation):
+            # For the log file only: where the decider held GPUs, to read a run's story after it.
+            log.info(
+                "reservation %s for %s on %s until %.1f (decision %s): %s",
+                message.state.value,
+                message.job,
+                message.nodes,
+                message.until,
+                message.decision_id,
+                message.reason,
+            )
 
     def _decision(self, decision: Decision) -> None:
         self.decisions += 1
         victims = decision.plan.victims
+        log.info(  # the log file keeps where each decision put its demand, for post-mortems
+            "decision %s for %s: victims %s, placement %s",
+            decision.decision_id,
+            decision.demand,
+            [f"{v.job} ({', '.join(v.pods)})" for v in victims],
+            decision.plan.placement,
+        )
         if victims:
             self.yield_decisions += 1
             self.yield_demands[decision.demand] = self.yield_demands.get(decision.demand, 0) + 1
