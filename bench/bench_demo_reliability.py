@@ -17,7 +17,9 @@ behind; each process the demo starts inherits a marker variable, found in
 (logs of the worker, the node agents, the simulated cluster and every pod) is
 kept under ``--keep-dir`` (a temporary directory by default) and named in the
 report. The runs are sequential: the demo is one machine's whole workload,
-and running two at once would measure the contention between them.
+and running two at once would measure the contention between them. Started in
+the background from a script (``nohup ... &``), a process ignores SIGINT; stop
+the bench with SIGTERM.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import json
 import os
 import platform
 import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -139,6 +142,9 @@ def main() -> int:
         f"{args.busy_cores} core(s) kept busy",
         flush=True,
     )
+    # A SIGTERM (``kill``, ``timeout``) ends the bench through ``finally``: the hogs are killed
+    # and ``subprocess.run`` kills the running demo, whose children die with it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(args.busy_cores)]
     verdicts: list[Verdict] = []
     try:
