@@ -92,7 +92,7 @@ def one_run(run: int, args: argparse.Namespace, keep_dir: Path) -> Verdict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUYIELD_")}
     env.update({"GPUYIELD_STATE_DIR": str(state), MARK: mark})
     argv = [GPUYIELD, "demo", "--json", "--seed", str(args.seed)]
-    argv += ["--duration-s", str(args.duration_s)]
+    argv += ["--duration-s", str(args.duration_s)] + (["--keep"] if args.keep_all else [])
     before = load()
     started = time.monotonic()
     try:
@@ -118,11 +118,9 @@ def one_run(run: int, args: argparse.Namespace, keep_dir: Path) -> Verdict:
         f"(checkpointed {yields['checkpointed']}, exited {yields['exited']}, "
         f"hard-killed {yields['hard_killed']}), lost {document['lost_gpu_seconds']} GPU-s"
     )
-    with contextlib.suppress(OSError):
-        for path in sorted(state.iterdir()):  # a passing run's directory is already removed
-            if not any(path.iterdir()):
-                path.rmdir()
-        state.rmdir()
+    if not args.keep_all:
+        with contextlib.suppress(OSError):
+            state.rmdir()  # a passing run's working directory is already removed
     return Verdict(run, True, wall_s, before, detail)
 
 
@@ -134,6 +132,11 @@ def main() -> int:
     parser.add_argument("--duration-s", type=float, default=60.0)
     parser.add_argument("--timeout-s", type=float, default=1800.0, help="per run, a safety net")
     parser.add_argument("--keep-dir", type=Path, default=None, help="failed runs' logs go here")
+    parser.add_argument(
+        "--keep-all",
+        action="store_true",
+        help="keep every run's logs (demo --keep), not only failures'",
+    )
     args = parser.parse_args()
     keep_dir = args.keep_dir or Path(tempfile.mkdtemp(prefix="gpuyield-demo-bench-"))
     print(f"machine: {machine()}; load average at start {load()}", flush=True)
