@@ -11,7 +11,9 @@ The story, with the default seed (``describe`` prints it for the user):
   two-pod job (min 1), both run by stand-in processes that report simulated
   progress (far along already) and checkpoint every 30 s. The planner's first
   criterion is the work a yield loses since the last checkpoint, so the torch
-  jobs are its cheapest victims and the 16-GPU gang its dearest.
+  jobs are its cheapest victims most of the time; the 16-GPU gang is chosen
+  when its own checkpoint happens to be fresher (the demo shows that as it
+  happens: the gang yields and resumes like the others).
 - A burst of production fine-tunes (16 GPUs, exactly the production
   guarantee) arrives once research runs and every research job has reported
   a checkpoint, one fine-tune after another, each once the decider has

@@ -153,11 +153,15 @@ class Tally:
         self.decisions += 1
         victims = decision.plan.victims
         log.info(  # the log file keeps where each decision put its demand, for post-mortems
-            "decision %s for %s: victims %s, placement %s",
+            "decision %s for %s: victims %s, placement %s; candidates %s",
             decision.decision_id,
             decision.demand,
             [f"{v.job} ({', '.join(v.pods)})" for v in victims],
             decision.plan.placement,
+            [
+                f"{c.job} {c.outcome} ({c.gpus} GPUs, {c.lost_gpu_seconds:.0f} GPU-s if evicted)"
+                for c in decision.plan.candidates
+            ],
         )
         if victims:
             self.yield_decisions += 1
