@@ -36,9 +36,11 @@ from gpuyield.agents.demo.scenario import DemoScenario, JobPlan, Runner
 from gpuyield.agents.demo.tally import JobSteps, Tally, TallyReader
 from gpuyield.agents.demo.timing import RUN_LIMIT_S, STALL_S, Watchdog, demo_policy
 from gpuyield.agents.node.local_signaller import LocalPodRegistry
+from gpuyield.schemas import JobState
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
+from gpuyield.streams.live_view_store import view_key
 from gpuyield.streams.topics import HEARTBEATS, KUBE_EVENTS, ensure_topics, registry
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,24 @@ def settled(job: SimJob | None, seen: JobSteps | None, now: float, settled_s: fl
     )
 
 
+def decider_knows_settled(entry: Mapping[str, Any] | None) -> bool:
+    """The decider's own view of a job (its live view) shows it running, past its cooldown,
+    with a checkpoint time.
+
+    The demo reads the trainers' heartbeats itself, a second or more ahead of
+    the decider on a busy machine (heartbeats reach the decider through the
+    worker's progress agent); a burst started on the demo's view alone met a
+    decider that still costed a checkpointed torch trainer as never
+    checkpointed (all its work since the start), and evicted the gang instead.
+    """
+    return (
+        entry is not None
+        and entry.get("state") == JobState.RUNNING.value
+        and entry.get("cooldown_until") is None
+        and entry.get("last_checkpoint_at") is not None
+    )
+
+
 def placed(job: SimJob | None) -> bool:
     """All its pods run (or it already completed)."""
     return job is not None and (
@@ -141,6 +161,7 @@ class Demo:
         self._children = Children()
         self._background: list[asyncio.Task[Any]] = []
         self._agents: NodeAgents | None = None
+        self._decider_jobs: dict[str, Mapping[str, Any]] = {}  # the worker's live view, by job
 
     def view(self) -> DemoView:
         steps = {job: (s.step, s.checkpoint_step) for job, s in self.tally.steps.items()}
@@ -267,6 +288,10 @@ class Demo:
             raw = await cast("Any", redis.hgetall(key))
             records = {k.decode(): json.loads(v) for k, v in raw.items()}
             await cluster.tick(time.time(), records)
+            raw_view = await cast("Any", redis.get(view_key(CLUSTER_ID)))
+            if raw_view is not None:
+                view = json.loads(raw_view)
+                self._decider_jobs = {j["job"]: j for j in view.get("jobs", ())}
             worker = self._children.get("worker")
             if worker is None or worker.poll() is not None:
                 raise DemoError(
@@ -294,19 +319,28 @@ class Demo:
             cluster.submit(plan, now)
 
         # Past the policy's cooldown (which spares freshly started jobs), and with a checkpoint
-        # reported by every research job: a trainer that never checkpointed would lose all the
-        # work since its start, which on a slow machine (torch starting slowly) made the
-        # 16-GPU gang the planner's cheapest victim instead of the torch jobs.
+        # reported by every research job, in the demo's view and in the decider's: a trainer
+        # that never checkpointed would lose all the work since its start, which on a slow
+        # machine (torch starting slowly) made the 16-GPU gang the planner's cheapest victim
+        # instead of the torch jobs.
         settled_s = demo_policy(scenario.grace_s).cooldown_s + 1.0
 
         def settled_(plan: JobPlan) -> bool:
             return settled(
                 cluster.job(plan.key), self.tally.steps.get(plan.key), time.time(), settled_s
-            )
+            ) and decider_knows_settled(self._decider_jobs.get(plan.key))
 
         def startup_missing() -> str:
             parts = [
-                f"{p.key} ({self._job_state(cluster, p.key)})" for p in research if not settled_(p)
+                f"{p.key} ({self._job_state(cluster, p.key)}; the decider "
+                + (
+                    "knows it settled"
+                    if decider_knows_settled(self._decider_jobs.get(p.key))
+                    else "does not know it settled yet"
+                )
+                + ")"
+                for p in research
+                if not settled_(p)
             ]
             if not self._worker_ready():
                 parts.append("the worker (not ready)")
@@ -324,6 +358,7 @@ class Demo:
                 self._worker_ready(),
                 self._agents_ready(),
                 self._steps(p.key for p in research),
+                tuple(decider_knows_settled(self._decider_jobs.get(p.key)) for p in research),
             ),
             missing=startup_missing,
         )

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuyield.agents.demo.cluster import JobPhase, SimJob, SimPod
-from gpuyield.agents.demo.run import resumed, settled
+from gpuyield.agents.demo.run import decider_knows_settled, resumed, settled
 from gpuyield.agents.demo.scenario import demo_scenario
 from gpuyield.agents.demo.standin import newest_checkpoint, write_atomically
 from gpuyield.agents.demo.tally import JobSteps, Tally
@@ -90,6 +90,16 @@ def test_a_checkpointed_job_inside_its_cooldown_is_not_settled() -> None:
     seen = JobSteps(step=17000, checkpoint_step=17000, last_beat_at=T + 5)
     assert not settled(job, seen, T + 5, settled_s=11)
     assert not settled(job, None, T + 20, settled_s=11)
+
+
+def test_the_burst_waits_until_the_decider_itself_knows_each_checkpoint() -> None:
+    # The demo reads heartbeats ahead of the decider: its own view is not enough.
+    lagging = {"job": "research/tiny-a", "state": "Running", "cooldown_until": None}
+    assert not decider_knows_settled({**lagging, "last_checkpoint_at": None})
+    assert not decider_knows_settled(None)
+    assert not decider_knows_settled({**lagging, "last_checkpoint_at": T, "cooldown_until": T + 4})
+    assert not decider_knows_settled({**lagging, "state": "Suspended", "last_checkpoint_at": T})
+    assert decider_knows_settled({**lagging, "last_checkpoint_at": T})
 
 
 def test_a_resumed_job_counts_once_its_trainer_reports_again() -> None:
