@@ -3,7 +3,9 @@
 ``Demo.run`` starts everything (the embedded Tansu broker and Valkey, always:
 the demo publishes a made-up cluster and must never reach a real
 deployment's topics), plays the story of ``scenario`` phase by phase, each
-phase ending on a condition with a deadline (never a fixed sleep), and stops
+phase ending on the state the next one needs (never a fixed sleep, never a
+fixed timeout: a phase gives up only when nothing it waits on has moved for
+``timing.STALL_S``, so a slow machine plays the same story, slower), and stops
 everything in order, whatever happened: the simulated cluster first, then the
 pods (SIGTERM: they checkpoint), the node agents, the topic reader, the
 worker, and last the broker and Redis. ``view`` is what the terminal shows
@@ -14,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -26,16 +29,24 @@ from aiokafka import AIOKafkaProducer
 from redis.asyncio import Redis
 
 from gpuyield.agents.demo.children import Children, child_env, python
-from gpuyield.agents.demo.cluster import JobPhase, JobRow, SimCluster
+from gpuyield.agents.demo.cluster import JobPhase, JobRow, SimCluster, SimJob
 from gpuyield.agents.demo.nodes import NodeAgents, PodGpus
 from gpuyield.agents.demo.pods import PodLauncher
-from gpuyield.agents.demo.scenario import DemoScenario, Runner
-from gpuyield.agents.demo.tally import Tally, TallyReader
-from gpuyield.agents.demo.timing import demo_policy, demo_settings
+from gpuyield.agents.demo.scenario import DemoScenario, JobPlan, Runner
+from gpuyield.agents.demo.tally import JobSteps, Tally, TallyReader
+from gpuyield.agents.demo.timing import (
+    RUN_LIMIT_S,
+    STALL_S,
+    Watchdog,
+    demo_policy,
+    demo_settings,
+)
 from gpuyield.agents.node.local_signaller import LocalPodRegistry
+from gpuyield.schemas import JobState
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
+from gpuyield.streams.live_view_store import view_key
 from gpuyield.streams.settings import Settings, settings_env
 from gpuyield.streams.topics import HEARTBEATS, KUBE_EVENTS, ensure_topics, registry
 
@@ -46,10 +57,6 @@ APP_ID = "gpuyield-demo"
 CLUSTER_ID = "demo"
 PARTITIONS = 4  # of the keyed topics: enough for four nodes, light on one machine
 LOOP_S = 0.2  # how often the simulated cluster looks at its processes and Redis
-
-STARTUP_TIMEOUT_S = 120.0  # the worker, the agents and the research pods (torch loads slowly)
-PLACEMENT_TIMEOUT_S = 90.0  # from the burst to every fine-tune running
-RESUME_TIMEOUT_S = 120.0  # from the fine-tunes' end to every suspended job running again
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
@@ -95,6 +102,71 @@ class DemoResult:
     standin_pods: int
 
 
+# -- the states the story waits for (pure, so each rule is testable alone) ---------------------
+
+
+def settled(job: SimJob | None, seen: JobSteps | None, now: float, settled_s: float) -> bool:
+    """A research job the burst may meet: running past the cooldown, with a checkpoint reported.
+
+    The checkpoint matters as much as the cooldown: the planner weighs a
+    victim by the work since its last checkpoint, and a trainer that has not
+    saved one yet (torch starts slowly on a busy machine) would lose all its
+    work since the start, which made the 16-GPU gang, which had just saved,
+    the cheapest victim.
+    """
+    return (
+        job is not None
+        and job.phase is JobPhase.RUNNING
+        and job.placed_at is not None
+        and now - job.placed_at >= settled_s
+        and seen is not None
+        and seen.checkpoint_step is not None
+    )
+
+
+def decider_knows_settled(entry: Mapping[str, Any] | None) -> bool:
+    """The decider's own view of a job (its live view) shows it running, past its cooldown,
+    with a checkpoint time.
+
+    The demo reads the trainers' heartbeats itself, a second or more ahead of
+    the decider on a busy machine (heartbeats reach the decider through the
+    worker's progress agent); a burst started on the demo's view alone met a
+    decider that still costed a checkpointed torch trainer as never
+    checkpointed (all its work since the start), and evicted the gang instead.
+    """
+    return (
+        entry is not None
+        and entry.get("state") == JobState.RUNNING.value
+        and entry.get("cooldown_until") is None
+        and entry.get("last_checkpoint_at") is not None
+    )
+
+
+def placed(job: SimJob | None) -> bool:
+    """All its pods run (or it already completed)."""
+    return job is not None and (
+        job.phase is JobPhase.COMPLETED
+        or (
+            job.phase is JobPhase.RUNNING
+            and bool(job.pods)
+            and all(p.running or p.completed for p in job.pods.values())
+        )
+    )
+
+
+def finished(job: SimJob | None) -> bool:
+    return job is not None and job.phase is JobPhase.COMPLETED
+
+
+def resumed(job: SimJob, tally: Tally) -> bool:
+    """Never suspended, or running again after each suspension with a heartbeat since."""
+    return job.suspensions == 0 or (
+        job.phase is JobPhase.RUNNING
+        and job.resumes >= job.suspensions
+        and job.key in tally.resumed_steps
+    )
+
+
 class Demo:
     """One run of the demo (see the module docstring)."""
 
@@ -107,6 +179,7 @@ class Demo:
         self._children = Children()
         self._background: list[asyncio.Task[Any]] = []
         self._agents: NodeAgents | None = None
+        self._decider_jobs: dict[str, Mapping[str, Any]] = {}  # the worker's live view, by job
 
     def view(self) -> DemoView:
         steps = {job: (s.step, s.checkpoint_step) for job, s in self.tally.steps.items()}
@@ -230,6 +303,10 @@ class Demo:
             raw = await cast("Any", redis.hgetall(key))
             records = {k.decode(): json.loads(v) for k, v in raw.items()}
             await cluster.tick(time.time(), records)
+            raw_view = await cast("Any", redis.get(view_key(CLUSTER_ID)))
+            if raw_view is not None:
+                view = json.loads(raw_view)
+                self._decider_jobs = {j["job"]: j for j in view.get("jobs", ())}
             worker = self._children.get("worker")
             if worker is None or worker.poll() is not None:
                 raise DemoError(
@@ -241,6 +318,13 @@ class Demo:
     # -- the story -------------------------------------------------------------------------------
 
     async def _story(self, cluster: SimCluster) -> None:
+        """The scenario's phases, each ended by the state the next one needs.
+
+        Nothing here waits a fixed time or gives up after one: each phase waits
+        for its condition under a ``Watchdog`` that fails only when nothing it
+        depends on has moved for ``STALL_S``, so a machine that is several times
+        slower plays the same story, just slower.
+        """
         scenario = self.options.scenario
         research = [j for j in scenario.jobs if not j.burst]
         burst = sorted((j for j in scenario.jobs if j.burst), key=lambda j: j.delay_s)
@@ -249,79 +333,180 @@ class Demo:
         for plan in research:
             cluster.submit(plan, now)
 
-        # Past the policy's cooldown (which spares freshly started jobs), with a heartbeat
-        # each: the worker knows what every research job would lose by yielding.
+        # Past the policy's cooldown (which spares freshly started jobs), and with a checkpoint
+        # reported by every research job, in the demo's view and in the decider's: a trainer
+        # that never checkpointed would lose all the work since its start, which on a slow
+        # machine (torch starting slowly) made the 16-GPU gang the planner's cheapest victim
+        # instead of the torch jobs.
         settled_s = demo_policy(scenario.grace_s).cooldown_s + 1.0
 
-        def research_running() -> bool:
-            return all(
-                (job := cluster.job(p.key)) is not None
-                and job.phase is JobPhase.RUNNING
-                and job.placed_at is not None
-                and time.time() - job.placed_at >= settled_s
-                and p.key in self.tally.steps
+        def settled_(plan: JobPlan) -> bool:
+            return settled(
+                cluster.job(plan.key), self.tally.steps.get(plan.key), time.time(), settled_s
+            ) and decider_knows_settled(self._decider_jobs.get(plan.key))
+
+        def startup_missing() -> str:
+            parts = [
+                f"{p.key} ({self._job_state(cluster, p.key)}; the decider "
+                + (
+                    "knows it settled"
+                    if decider_knows_settled(self._decider_jobs.get(p.key))
+                    else "does not know it settled yet"
+                )
+                + ")"
                 for p in research
-            )
+                if not settled_(p)
+            ]
+            if not self._worker_ready():
+                parts.append("the worker (not ready)")
+            if not self._agents_ready():
+                parts.append("the node agents (not ready)")
+            return "; ".join(parts)
 
         await self._until(
-            lambda: research_running() and self._worker_ready() and self._agents_ready(),
-            STARTUP_TIMEOUT_S,
+            lambda: (
+                all(settled_(p) for p in research) and self._worker_ready() and self._agents_ready()
+            ),
             "the research jobs, the worker and the node agents to start",
+            progress=lambda: (
+                self._story_state(cluster),
+                self._worker_ready(),
+                self._agents_ready(),
+                self._steps(p.key for p in research),
+                tuple(decider_knows_settled(self._decider_jobs.get(p.key)) for p in research),
+            ),
+            missing=startup_missing,
         )
         self.phase = "a burst of production fine-tunes arrives"
         self.tally.line("production burst: " + ", ".join(j.key for j in burst), time.time())
+
+        # One after another, each once the decider has answered the one before (within a
+        # second on an idle machine: a burst). The decider then sees the demands in the
+        # scenario's order on any machine, not in an order set by how fast it ran.
         started = time.monotonic()
-        for plan in burst:
+        for previous, plan in zip([None, *burst], burst, strict=False):
+            if previous is not None:
+                await self._until(
+                    functools.partial(self._answered, cluster, previous.key),
+                    f"the decider to answer {previous.key}",
+                    progress=lambda: self._story_state(cluster),
+                    missing=functools.partial(self._job_state, cluster, previous.key),
+                )
             await asyncio.sleep(max(0.0, started + plan.delay_s - time.monotonic()))
             cluster.submit(plan, time.time())
 
-        def placed(key: str) -> bool:
-            job = cluster.job(key)
-            return job is not None and (
-                job.phase is JobPhase.COMPLETED
-                or (
-                    job.phase is JobPhase.RUNNING
-                    and bool(job.pods)
-                    and all(p.running or p.completed for p in job.pods.values())
-                )
-            )
-
         await self._until(
-            lambda: all(placed(j.key) for j in burst),
-            PLACEMENT_TIMEOUT_S,
+            lambda: all(placed(cluster.job(j.key)) for j in burst),
             "the production fine-tunes to be placed",
+            progress=lambda: self._story_state(cluster),
+            missing=lambda: "; ".join(
+                f"{j.key} ({self._job_state(cluster, j.key)})"
+                for j in burst
+                if not placed(cluster.job(j.key))
+            ),
         )
         self.phase = "the fine-tunes run; research waits, suspended"
-        longest = max((j.run_s for j in burst), default=0.0)
+
         await self._until(
-            lambda: all(
-                (job := cluster.job(j.key)) is not None and job.phase is JobPhase.COMPLETED
-                for j in burst
-            ),
-            longest + PLACEMENT_TIMEOUT_S,
+            lambda: all(finished(cluster.job(j.key)) for j in burst),
             "the production fine-tunes to finish",
+            progress=lambda: (self._story_state(cluster), self._steps(j.key for j in burst)),
+            missing=lambda: "; ".join(
+                f"{j.key} ({self._job_state(cluster, j.key)})"
+                for j in burst
+                if not finished(cluster.job(j.key))
+            ),
         )
         self.phase = "capacity returns: suspended research resumes"
 
-        def resumed() -> bool:
-            for job in cluster.jobs():
-                if job.suspensions == 0:
-                    continue
-                if job.phase is not JobPhase.RUNNING or job.resumes < job.suspensions:
-                    return False
-                if job.key not in self.tally.resumed_steps:
-                    return False
-            return True
-
-        await self._until(resumed, RESUME_TIMEOUT_S, "the suspended research jobs to resume")
+        await self._until(
+            lambda: all(resumed(job, self.tally) for job in cluster.jobs()),
+            "the suspended research jobs to resume",
+            progress=lambda: self._story_state(cluster),
+            missing=lambda: "; ".join(
+                f"{job.key} ({self._job_state(cluster, job.key)})"
+                for job in cluster.jobs()
+                if not resumed(job, self.tally)
+            ),
+        )
         self.phase = "done"
+
+    # -- what the waits look at --------------------------------------------------------------
+
+    def _story_state(self, cluster: SimCluster) -> Hashable:
+        """Everything that changes when the story moves: jobs, pods, messages on the topics.
+
+        Trainers' steps are left out on purpose: research that keeps training
+        while a suspended gang waits forever is not progress of the story.
+        """
+        tally = self.tally
+        jobs = tuple(
+            (
+                j.key,
+                j.phase.value,
+                j.incarnation,
+                j.suspensions,
+                j.resumes,
+                tuple((p.index, p.node, p.phase, p.running) for p in j.pods.values()),
+            )
+            for j in cluster.jobs()
+        )
+        return (
+            jobs,
+            tally.decisions,
+            tally.yield_commands,
+            tally.resume_commands,
+            tuple(sorted(tally.outcomes.items())),
+            len(tally.resumed_steps),
+            len(tally.alerts),
+        )
+
+    def _steps(self, keys: Iterable[str]) -> Hashable:
+        return tuple((k, s.step, s.checkpoint_step) for k in keys if (s := self.tally.steps.get(k)))
+
+    def _job_state(self, cluster: SimCluster, key: str) -> str:
+        job = cluster.job(key)
+        if job is None:
+            return "not submitted"
+        placed = sum(1 for p in job.pods.values() if p.node is not None)
+        parts = [job.phase.value, f"{placed}/{job.plan.pods} pods placed"]
+        if job.suspensions:
+            parts.append(f"suspended {job.suspensions}x, resumed {job.resumes}x")
+        seen = self.tally.steps.get(key)
+        if seen is None:
+            parts.append("no heartbeat yet")
+        else:
+            parts.append(
+                f"step {seen.step}, "
+                + (
+                    "no checkpoint"
+                    if seen.checkpoint_step is None
+                    else f"checkpoint {seen.checkpoint_step}"
+                )
+            )
+        return ", ".join(parts)
+
+    def _answered(self, cluster: SimCluster, key: str) -> bool:
+        """The decider made room for ``key``, said it cannot, or it needed none (it was placed)."""
+        return (
+            key in self.tally.yield_demands
+            or placed(cluster.job(key))
+            or any(a.job == key for a in self.tally.alerts)
+        )
 
     def _agents_ready(self) -> bool:
         return self._agents is not None and self._agents.ready
 
-    async def _until(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-        """Wait for ``condition``, failing fast when a background part died."""
-        deadline = time.monotonic() + timeout_s
+    async def _until(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        *,
+        progress: Callable[[], Hashable],
+        missing: Callable[[], str],
+    ) -> None:
+        """Wait for ``condition``; fail when nothing moves (``STALL_S``) or a part died."""
+        watchdog = Watchdog(STALL_S, self._started + RUN_LIMIT_S)
         while not condition():
             for task in self._background:
                 if task.done() and not task.cancelled() and task.exception() is not None:
@@ -331,6 +516,12 @@ class Demo:
                     raise DemoError(f"{task.get_name()} failed: {error!r}") from error
             if self._agents is not None and (failed := self._agents.failed()) is not None:
                 raise DemoError(f"a node agent failed: {failed!r}")
-            if time.monotonic() > deadline:
-                raise DemoError(f"waited {timeout_s:.0f} s for {what}")
+            why = watchdog.observe(progress(), time.monotonic())
+            if why is not None:
+                alerts = "; ".join(f"{a.kind.value}: {a.message}" for a in self.tally.alerts[-3:])
+                raise DemoError(
+                    f"gave up waiting for {what} after {time.monotonic() - self._started:.0f} s "
+                    f"({why}); still waiting on: {missing() or '?'}"
+                    + (f"; alerts: {alerts}" if alerts else "")
+                )
             await asyncio.sleep(0.1)

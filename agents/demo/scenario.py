@@ -11,10 +11,15 @@ The story, with the default seed (``describe`` prints it for the user):
   two-pod job (min 1), both run by stand-in processes that report simulated
   progress (far along already) and checkpoint every 30 s. The planner's first
   criterion is the work a yield loses since the last checkpoint, so the torch
-  jobs are its cheapest victims and the 16-GPU gang its dearest.
+  jobs are its cheapest victims most of the time; the 16-GPU gang is chosen
+  when its own checkpoint happens to be fresher (the demo shows that as it
+  happens: the gang yields and resumes like the others).
 - A burst of production fine-tunes (16 GPUs, exactly the production
-  guarantee) arrives once research runs. Volcano cannot place them: the
-  worker decides which research jobs yield, the node agents make them
+  guarantee) arrives once research runs and every research job has reported
+  a checkpoint, one fine-tune after another, each once the decider has
+  answered the one before (within a second on an idle machine), so the
+  decider meets them in this order on any machine. Volcano cannot place them:
+  the worker decides which research jobs yield, the node agents make them
   checkpoint and suspend them.
 - The fine-tunes finish after about half of ``duration_s``; the worker
   resumes the suspended research jobs, which restart from their checkpoints.
@@ -22,8 +27,10 @@ The story, with the default seed (``describe`` prints it for the user):
 
 Time is accelerated: one wall second stands for one simulated minute
 (``SPEED``), which is how the comparison with the simulator reads the same
-workload. The seed varies progress, run times and arrival order, not the
-shape of the story.
+workload. The story's phases follow what happened, not the clock: on a
+slower machine every phase takes longer and the story stays the same. The
+seed varies progress, run times and arrival order, not the shape of the
+story.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ still the real one for every yield.
 ``--result`` receives ``{"status": "yielded"|"completed", "step", "started_at"}``,
 the same fields as ``examples/train_tiny.py`` writes. Without ``--finishes``
 it reaches ``--total-steps`` and keeps reporting that step (a research job
-that outlives the demo).
+that outlives the demo). The pods of one job restart from the newest checkpoint
+in ``--checkpoint``'s folder (see ``newest_checkpoint``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,25 @@ def read_checkpoint(path: Path) -> tuple[int, float] | None:
         return None
 
 
+def newest_checkpoint(path: Path) -> tuple[int, float] | None:
+    """The job's newest checkpoint: ``path`` or a sibling rank's file in the same folder.
+
+    The ranks of one job share its checkpoints, as a DDP job's ranks restore
+    rank 0's: each pod writes its own file (no two writers on one file), and a
+    restarted pod starts from the furthest step any of them saved. Otherwise
+    two ranks that stopped a step apart would restart a step apart, and the
+    demo would show a resume starting before the step its yield reported.
+    """
+    found = [read_checkpoint(path)]
+    with contextlib.suppress(OSError):
+        found += [
+            read_checkpoint(p)
+            for p in path.parent.glob("*.json")
+            if p != path and not p.name.startswith(".")
+        ]
+    return max((f for f in found if f is not None), default=None)
+
+
 class StandIn:
     def __init__(
         self, args: argparse.Namespace, producer: AIOKafkaProducer, stop: asyncio.Event
@@ -64,7 +84,7 @@ class StandIn:
         self.args = args
         self.producer = producer
         self.stop = stop
-        found = read_checkpoint(args.checkpoint)
+        found = newest_checkpoint(args.checkpoint)
         self.started_at = found[0] if found else args.start_step
         self.step = self.started_at
         self.checkpoint_step: int | None = None

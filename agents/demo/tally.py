@@ -1,7 +1,9 @@
 """What the demo counts, read from the topics the worker and the node agents write.
 
 The summary's figures come from the messages themselves, not from the demo's
-own bookkeeping: decisions from ``gpuyield.decisions``, commands from
+own bookkeeping: decisions from ``gpuyield.decisions`` (with
+``gpuyield.reservations``, logged to the demo's log file with each decision's
+placement, so a run's story can be read afterwards), commands from
 ``gpuyield.yield-commands``, outcomes and lost GPU-seconds from
 ``gpuyield.yield-acks``, alerts from ``gpuyield.alerts``, and each job's steps
 and checkpoints from ``gpuyield.heartbeats`` (which is how the demo shows a
@@ -31,17 +33,33 @@ from gpuyield.schemas.messages import (
     CommandAction,
     Decision,
     Heartbeat,
+    Reservation,
     YieldAck,
     YieldCommand,
     YieldOutcome,
 )
-from gpuyield.streams.topics import ALERTS, DECISIONS, HEARTBEATS, YIELD_ACKS, YIELD_COMMANDS
+from gpuyield.streams.topics import (
+    ALERTS,
+    DECISIONS,
+    HEARTBEATS,
+    RESERVATIONS,
+    YIELD_ACKS,
+    YIELD_COMMANDS,
+)
 
 log = logging.getLogger(__name__)
 
-Model = type[Decision] | type[YieldCommand] | type[YieldAck] | type[Alert] | type[Heartbeat]
+Model = (
+    type[Decision]
+    | type[YieldCommand]
+    | type[YieldAck]
+    | type[Alert]
+    | type[Heartbeat]
+    | type[Reservation]
+)
 TOPICS: dict[str, Model] = {
     DECISIONS: Decision,
+    RESERVATIONS: Reservation,
     YIELD_COMMANDS: YieldCommand,
     YIELD_ACKS: YieldAck,
     ALERTS: Alert,
@@ -78,6 +96,7 @@ class Tally:
     resume_decisions: int = 0
     yield_commands: int = 0
     resume_commands: int = 0
+    yield_demands: dict[str, int] = field(default_factory=dict)  # demand -> yield decisions for it
     outcomes: dict[str, int] = field(default_factory=dict)
     lost_gpu_seconds: float = 0.0
     alerts: list[Alert] = field(default_factory=list)
@@ -87,6 +106,7 @@ class Tally:
     resume_acked: dict[str, float] = field(default_factory=dict)  # job -> when its resume was acked
     log: list[tuple[float, str]] = field(default_factory=list)
     on_line: Callable[[str], None] | None = None
+    _new_yield: set[str] = field(default_factory=set)  # jobs resumed since their last yield ack
 
     def line(self, text: str, at: float) -> None:
         """Note ``text``, which happened at ``at`` (the message's own time: topics are read
@@ -117,12 +137,35 @@ class Tally:
             self.line(f"alert ({message.kind.value}): {message.message}", message.raised_at)
         elif isinstance(message, Heartbeat):
             self._beat(message)
+        elif isinstance(message, Reservation):
+            # For the log file only: where the decider held GPUs, to read a run's story after it.
+            log.info(
+                "reservation %s for %s on %s until %.1f (decision %s): %s",
+                message.state.value,
+                message.job,
+                message.nodes,
+                message.until,
+                message.decision_id,
+                message.reason,
+            )
 
     def _decision(self, decision: Decision) -> None:
         self.decisions += 1
         victims = decision.plan.victims
+        log.info(  # the log file keeps where each decision put its demand, for post-mortems
+            "decision %s for %s: victims %s, placement %s; candidates %s",
+            decision.decision_id,
+            decision.demand,
+            [f"{v.job} ({', '.join(v.pods)})" for v in victims],
+            decision.plan.placement,
+            [
+                f"{c.job} {c.outcome} ({c.gpus} GPUs, {c.lost_gpu_seconds:.0f} GPU-s if evicted)"
+                for c in decision.plan.candidates
+            ],
+        )
         if victims:
             self.yield_decisions += 1
+            self.yield_demands[decision.demand] = self.yield_demands.get(decision.demand, 0) + 1
             names = ", ".join(
                 f"{v.job} ({len(v.pods)} pod{'s' * (len(v.pods) > 1)})" for v in victims
             )
@@ -139,11 +182,17 @@ class Tally:
         if ack.outcome is YieldOutcome.RESUMED:
             self.resume_acked[ack.job] = ack.acked_at
             self.resumed_steps.pop(ack.job, None)
+            self._new_yield.add(ack.job)
             self.line(f"ack from {ack.node}: {ack.job} resumed", ack.acked_at)
             return
         self.lost_gpu_seconds += ack.gpu_seconds_lost
         if ack.outcome in YIELD_OUTCOMES:
-            self.acked_steps[ack.job] = ack.checkpoint_step
+            # One yield of a job on several nodes is one ack per node: its saved step is the
+            # furthest any of them reports, until a resume starts the next yield afresh.
+            before = None if ack.job in self._new_yield else self.acked_steps.get(ack.job)
+            self._new_yield.discard(ack.job)
+            steps = [s for s in (before, ack.checkpoint_step) if s is not None]
+            self.acked_steps[ack.job] = max(steps) if steps else None
         self.line(
             f"ack from {ack.node}: {ack.job} {outcome}"
             + (f" at step {ack.checkpoint_step}" if ack.checkpoint_step is not None else "")
