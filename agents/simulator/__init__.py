@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from gpuyield.agents.simulator.engine import PreemptionPolicy, Simulation
 from gpuyield.agents.simulator.gpuyield_policy import GpuyieldPolicy
+from gpuyield.agents.simulator.gpuyield_unreserved import GpuyieldUnreserved
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
 from gpuyield.agents.simulator.metrics import measure
 from gpuyield.agents.simulator.volcano_gang import VolcanoGang
@@ -23,9 +24,17 @@ POLICIES: dict[str, Callable[[Scenario], PreemptionPolicy]] = {
     "volcano-native": lambda s: VolcanoNative(random.Random(f"volcano-native:{s.seed}")),  # noqa: S311
     "volcano-gang": lambda s: VolcanoGang(),
     "gpuyield": lambda s: GpuyieldPolicy(),
+    "gpuyield-unreserved": lambda s: GpuyieldUnreserved(
+        random.Random(f"gpuyield-unreserved:{s.seed}")  # noqa: S311
+    ),
 }
 
-__all__ = ["POLICIES", "JobKind", "JobSpec", "Simulation", "run_policy"]
+DEFAULT_POLICIES = ("volcano-native", "volcano-gang", "gpuyield")
+"""What ``gpuyield simulate`` compares unless told: the choices a deployment has.
+``gpuyield-unreserved`` is an ablation (gpuyield without being the one preemptor
+and without reserved GPUs), run with ``--policies``."""
+
+__all__ = ["DEFAULT_POLICIES", "POLICIES", "JobKind", "JobSpec", "Simulation", "run_policy"]
 
 
 def run_policy(
