@@ -42,6 +42,7 @@ from typing import Any
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from gpuyield.agents.simulator.allocate import place
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import (
     Decision,
@@ -332,10 +333,12 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
             d += 1
             job = f"ft-{d:03d}"
             now = time.time()
-            room = sorted(n for n, f in free.items() if f >= 8)
+            # Volcano's allocate (the one model): nodes in name order, the tightest fit.
+            room = place(dict(sorted(free.items())), [8], min_count=1)
             if room:  # Volcano places it without anyone yielding: nothing to measure
-                free[room[0]] -= 8
-                placed = pod(job, "prod", 0, 8, room[0], 1000, now)
+                [(_, where)] = room
+                free[where] -= 8
+                placed = pod(job, "prod", 0, 8, where, 1000, now)
                 g_running = group(job, "prod", "production", 1, "Running", False)
                 await send_all(
                     producer,
