@@ -17,7 +17,7 @@ What it does, each ``tick``:
    (``reservations.ReservationFeed``), after the pods that left were reaped
    and before anything is placed: a hold is published before the yields that
    free its GPUs, so every hold on GPUs about to be reused is seen, whatever
-   the timing; a held node takes only its preemptor's pods, as Volcano's
+   the timing; a held node takes only its preemptors' pods, as Volcano's
    predicates plugin does with gpuyield's ``NoSchedule`` taint and the
    preemptor's toleration; the hold ends when the preemptor is placed, when
    it is released, or at its ``until``;

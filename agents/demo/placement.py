@@ -6,7 +6,7 @@ this adapter gives it the demo's two conventions: nodes are tried in name
 order (so ties go to the first name, whatever order the scenario lists
 them), and a reservation is a taint on the whole node (``Holding.NODE``), as
 gpuyield applies it on a real cluster, so a held node takes only its
-preemptor's pods.
+preemptors' pods.
 """
 
 from __future__ import annotations

@@ -25,8 +25,12 @@ configuration gpuyield ships do to one job in one session, reduced to GPUs:
     toleration on the preemptor's pods (what gpuyield applies on a real
     cluster, and what the demo's cluster honours): the predicates plugin
     rejects every pod that does not tolerate the taint, so a held node
-    accepts only its preemptor's pods, whatever else is free on it; with two
-    preemptors on one node, neither tolerates the other's taint.
+    accepts only the pods of the preemptors it is held for, whatever else is
+    free on it. Where two preemptors hold GPUs on one node (two 4-GPU
+    fine-tunes on an 8-GPU node), both tolerate its taint, and each may take
+    what is free less the other's held GPUs, as with ``Holding.GPUS``: the
+    decider's placement never books a node twice, and keeping both off the
+    node would strand the GPUs freed for them.
 
   ``nominated`` pins pods to the nodes held for them (the preemptor's
   placement in the decision), falling back to the best fit when the pinned
@@ -70,8 +74,8 @@ def usable(
     holds = held.get(node)
     if not holds:
         return free
-    if holding is Holding.NODE:
-        return free if all(holder == job for holder in holds) else 0
+    if holding is Holding.NODE and job not in holds:
+        return 0
     return free - sum(gpus for holder, gpus in holds.items() if holder != job)
 
 

@@ -159,3 +159,18 @@ async def test_the_feed_reads_every_hold_published_before_it_is_asked(
     finally:
         await producer.stop()
         await feed.stop()
+
+
+async def test_two_preemptors_holding_one_node_both_get_their_gpus_there() -> None:
+    published = Published()
+    cluster, launcher, s = await contested(published)
+    ft_code = next(p for p in s.jobs if p.key == "prod/ft-code")
+    cluster.submit(ft_code, T + 3)
+    await cluster.tick(T + 3, {})
+    # gpu-2 is freed for two 4-GPU fine-tunes: rl-elastic's two pods and tiny-a yield.
+    published.messages += [hold(FT_EVAL, {"gpu-2": 4}), hold(ft_code.key, {"gpu-2": 4})]
+    launcher.exit("research/rl-elastic", 0)
+    launcher.exit("research/rl-elastic", 1)
+    launcher.exit("research/tiny-a", 0)
+    await cluster.tick(T + 10, {})
+    assert nodes_of(cluster, FT_EVAL) == nodes_of(cluster, ft_code.key) == {"gpu-2"}
