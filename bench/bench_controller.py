@@ -35,13 +35,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from gpuyield.agents.simulator.allocate import place
+from gpuyield.schemas import kube_objects as kube
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import (
     Decision,
@@ -63,78 +64,57 @@ GANGS = 40  # 2 pods x 4 GPUs, on the first 40 nodes
 SINGLES = 160  # 1 GPU each, 6-7 per node on the other 24: no free 8-GPU node anywhere
 
 
-def rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def obj_event(kind: KubeKind, obj: dict[str, Any], at: float, deleted: bool = False) -> KubeEvent:
-    meta = obj["metadata"]
-    return KubeEvent(
-        type=KubeEventType.DELETED if deleted else KubeEventType.ADDED,
-        kind=kind,
-        namespace=meta.get("namespace"),
-        name=meta["name"],
-        object=obj,
-        observed_at=at,
-    )
+    built = kube.event(obj, at, KubeEventType.DELETED if deleted else KubeEventType.ADDED)
+    assert built.kind is kind, (built.kind, kind)
+    return built
+
+
+# The cluster's objects, from the one set of builders (gpuyield.schemas.kube_objects).
 
 
 def node(name: str) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name, "labels": {"topology.kubernetes.io/rack": f"r{name[-2:-1]}"}},
-        "status": {
-            "allocatable": {"nvidia.com/gpu": "8"},
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    return kube.a_gpu_node(name, gpus=8, rack=f"r{name[-2:-1]}")
 
 
 def queue(name: str, capability: int, guarantee: int, reclaimable: bool) -> dict[str, Any]:
-    return {
-        "metadata": {"name": name},
-        "spec": {
-            "weight": 1,
-            "reclaimable": reclaimable,
-            "capability": {"nvidia.com/gpu": str(capability)},
-            "guarantee": {"resource": {"nvidia.com/gpu": str(guarantee)}},
-        },
-    }
+    return kube.a_queue(
+        name,
+        capability={kube.GPU: capability},
+        guarantee={kube.GPU: guarantee} if guarantee else None,
+        reclaimable=reclaimable,
+    )
 
 
 def group(
     job: str, ns: str, q: str, members: int, phase: str, unschedulable: bool
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"{job}-pg",
-            "namespace": ns,
-            "creationTimestamp": rfc3339(time.time()),
-            "ownerReferences": [{"kind": "Job", "name": job}],
-        },
-        "spec": {"minMember": members, "queue": q},
-        "status": {
-            "phase": phase,
-            "conditions": [{"type": "Unschedulable", "status": "True"}] if unschedulable else [],
-        },
-    }
+    return kube.a_pod_group(
+        f"{job}-pg",
+        namespace=ns,
+        min_member=members,
+        queue=q,
+        phase=phase,
+        owner={"metadata": {"name": job}},
+        unschedulable=unschedulable,
+        created_at=time.time(),
+    )
 
 
 def pod(
     job: str, ns: str, i: int, gpus: int, node_name: str | None, prio: int, started: float
 ) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": f"{job}-worker-{i}",
-            "namespace": ns,
-            "labels": {"volcano.sh/job-name": job},
-        },
-        "spec": {
-            "priority": prio,
-            **({"nodeName": node_name} if node_name else {}),
-            "containers": [{"name": "t", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
-        },
-        "status": {"phase": "Running" if node_name else "Pending", "startTime": rfc3339(started)},
-    }
+    return kube.a_pod(
+        f"{job}-worker-{i}",
+        namespace=ns,
+        node=node_name,
+        gpus=gpus,
+        pod_group=f"{job}-pg",
+        queue="production" if ns == "prod" else "research",
+        priority=prio,
+        labels={kube.JOB_NAME: job},
+        started_at=started if node_name else None,
+    )
 
 
 def cluster(now: float) -> tuple[list[KubeEvent], list[str]]:
@@ -332,10 +312,12 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
             d += 1
             job = f"ft-{d:03d}"
             now = time.time()
-            room = sorted(n for n, f in free.items() if f >= 8)
+            # Volcano's allocate (the one model): nodes in name order, the tightest fit.
+            room = place(dict(sorted(free.items())), [8], min_count=1)
             if room:  # Volcano places it without anyone yielding: nothing to measure
-                free[room[0]] -= 8
-                placed = pod(job, "prod", 0, 8, room[0], 1000, now)
+                [(_, where)] = room
+                free[where] -= 8
+                placed = pod(job, "prod", 0, 8, where, 1000, now)
                 g_running = group(job, "prod", "production", 1, "Running", False)
                 await send_all(
                     producer,

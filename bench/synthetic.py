@@ -35,6 +35,7 @@ import math
 import random
 from dataclasses import dataclass, field
 
+from gpuyield.agents.simulator.allocate import place
 from gpuyield.schemas import Job, Node, Pod, Policy, Queue, Snapshot
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit, JobState, PodPhase, Topology
 
@@ -214,14 +215,11 @@ def _preemptor_shape(rng: random.Random, nodes: int) -> _Shape:
 
 
 def _fits_without_evictions(free: list[int], schedulable: list[bool], pod_gpus: list[int]) -> bool:
-    """First-fit decreasing onto the free GPUs: a cheap "does it fit already?" check."""
-    room = [f for f, s in zip(free, schedulable, strict=True) if s]
-    for g in sorted(pod_gpus, reverse=True):
-        slot = next((i for i, f in enumerate(room) if f >= g), None)
-        if slot is None:
-            return False
-        room[slot] -= g
-    return True
+    """Whether Volcano's allocate (the one model) places the whole gang on the free GPUs."""
+    if not pod_gpus:
+        return True
+    room = [f if s else 0 for f, s in zip(free, schedulable, strict=True)]
+    return place(room, sorted(pod_gpus, reverse=True), min_count=len(pod_gpus)) is not None
 
 
 def make_cluster(

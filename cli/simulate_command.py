@@ -28,7 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gpuyield.agents.simulator import POLICIES, run_policy
+from gpuyield.agents.simulator import DEFAULT_POLICIES, POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
 from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.scenario_file import read_scenario_file
@@ -69,9 +69,10 @@ def simulate_command(
             "(default 0); the warm-up before it is replayed too.",
         ),
     ] = None,
-    policies: Annotated[str, typer.Option(help="Comma-separated policies to compare.")] = ",".join(
-        POLICIES
-    ),
+    policies: Annotated[
+        str,
+        typer.Option(help=f"Comma-separated policies to compare (of {', '.join(POLICIES)})."),
+    ] = ",".join(DEFAULT_POLICIES),
     as_json: Annotated[
         bool, typer.Option("--json", help="Print only the figures as JSON.")
     ] = False,

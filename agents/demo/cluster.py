@@ -13,12 +13,21 @@ What it does, each ``tick``:
    deletion, and deleted once their process is gone; the job stays
    ``Aborted``), ``resumed`` is ``ResumeJob`` (the pods are created again and
    wait for the scheduler);
-3. schedules: pending jobs, highest priority first, are placed all or nothing
-   (``placement.place``), never over their queue's capability; a job that does
-   not fit gets the PodGroup ``Unschedulable`` condition and pods with
+3. reads the decider's reservations up to the end of ``gpuyield.reservations``
+   (``reservations.ReservationFeed``), after the pods that left were reaped
+   and before anything is placed: a hold is published before the yields that
+   free its GPUs, so every hold on GPUs about to be reused is seen, whatever
+   the timing; a held node takes only its preemptors' pods, as Volcano's
+   predicates plugin does with gpuyield's ``NoSchedule`` taint and the
+   preemptor's toleration; the hold ends when the preemptor is placed, when
+   it is released, or at its ``until``;
+4. schedules: pending jobs, highest priority first, are placed all or nothing
+   (``placement.place``, the one allocate model), never over their queue's
+   capability nor on another preemptor's held node; a job that does not fit
+   gets the PodGroup ``Unschedulable`` condition and pods with
    ``PodScheduled=False``, which is what makes it a demand for the worker.
    It never preempts: making room is gpuyield's job;
-4. publishes a watch event for every object that changed, appeared or went.
+5. publishes a watch event for every object that changed, appeared or went.
 
 Processes are started and signalled through a ``Launcher``, events leave
 through ``publish``: the model itself does no I/O, so it runs the same against
@@ -35,6 +44,7 @@ from typing import Any, Protocol
 
 from gpuyield.agents.demo import objects
 from gpuyield.agents.demo.placement import place
+from gpuyield.agents.demo.reservations import Holds, ReservationSource
 from gpuyield.agents.demo.scenario import DemoScenario, JobPlan
 from gpuyield.schemas.messages import KubeEvent, KubeEventType
 
@@ -147,10 +157,18 @@ class JobRow:
 class SimCluster:
     """Volcano and the API server for the demo (see the module docstring)."""
 
-    def __init__(self, scenario: DemoScenario, launcher: Launcher, publish: Publish) -> None:
+    def __init__(
+        self,
+        scenario: DemoScenario,
+        launcher: Launcher,
+        publish: Publish,
+        reservations: ReservationSource | None = None,
+    ) -> None:
         self._scenario = scenario
         self._launcher = launcher
         self._publish = publish
+        self._reservations = reservations
+        self._holds = Holds()
         self._jobs: dict[str, SimJob] = {}
         self._published: dict[tuple[str, str], objects.Obj] = {}
         self._version = 0
@@ -201,6 +219,8 @@ class SimCluster:
             self._reap(ended, now)
         self._follow(suspender, now)
         self._overdue(now)
+        if self._reservations is not None:
+            self._holds.apply(await self._reservations.read_to_end())
         await self._schedule(now)
         await self._sync(now)
 
@@ -290,7 +310,11 @@ class SimCluster:
                     job.pods[index] = SimPod(index, f"{pod.uid}-r")
                     job.tried = False
 
-    # -- 3. scheduling ------------------------------------------------------------------------
+    def held(self, now: float) -> dict[str, dict[str, int]]:
+        """Node -> preemptor -> GPUs: the holds in force, as the scheduler honours them."""
+        return self._holds.active(now)
+
+    # -- 3-4. reservations and scheduling ------------------------------------------------------
 
     async def _schedule(self, now: float) -> None:
         waiting = [
@@ -300,8 +324,10 @@ class SimCluster:
             and any(p.node is None for p in j.pods.values())
         ]
         waiting.sort(key=lambda j: (-j.plan.priority, j.created_at, j.key))
+        held = self._holds.active(now)
         for job in waiting:
-            await self._try_place(job, now)
+            if await self._try_place(job, now, held) and self._holds.placed(job.key):
+                held = self._holds.active(now)
 
     def _free(self) -> dict[str, int]:
         free = {n.name: n.gpus for n in self._scenario.nodes}
@@ -324,7 +350,7 @@ class SimCluster:
         )
         return max(0, plan.capability - used)
 
-    async def _try_place(self, job: SimJob, now: float) -> None:
+    async def _try_place(self, job: SimJob, now: float, held: dict[str, dict[str, int]]) -> bool:
         pending = [p for p in job.pods.values() if p.node is None]
         placed_before = len(job.pods) - len(pending)
         need = max(0, job.plan.min_available - placed_before)
@@ -333,10 +359,12 @@ class SimCluster:
             [job.plan.gpus_per_pod] * len(pending),
             min_count=need,
             headroom=self._queue_headroom(job.plan.queue),
+            job=job.key,
+            held=held,
         )
         job.tried = True
         if not nodes:
-            return
+            return False
         for pod, node in zip(pending, nodes, strict=False):
             pod.node = node
             pod.phase = "Running"
@@ -346,8 +374,9 @@ class SimCluster:
         job.phase = JobPhase.RUNNING
         job.placed_at = now
         log.info("%s placed on %s", job.key, ", ".join(nodes))
+        return True
 
-    # -- 4. watch events ----------------------------------------------------------------------
+    # -- 5. watch events ----------------------------------------------------------------------
 
     def _objects(self, now: float) -> dict[tuple[str, str], objects.Obj]:
         out: dict[tuple[str, str], objects.Obj] = {}

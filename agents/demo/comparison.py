@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gpuyield.agents.demo.scenario import PRODUCTION, SPEED, DemoScenario, JobPlan
-from gpuyield.agents.simulator import POLICIES, JobKind, JobSpec, run_policy
+from gpuyield.agents.simulator import DEFAULT_POLICIES, JobKind, JobSpec, run_policy
 from gpuyield.schemas import Policy
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyMetrics
@@ -91,7 +91,7 @@ def compare(
     """Each simulator policy's metrics on the demo's workload (a few seconds of CPU at most)."""
     sim, jobs = simulator_inputs(scenario)
     out: dict[str, PolicyMetrics] = {}
-    for name in POLICIES:
+    for name in DEFAULT_POLICIES:
         if on_policy is not None:
             on_policy(name)
         out[name] = run_policy(sim, jobs, name).metrics

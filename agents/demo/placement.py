@@ -1,15 +1,20 @@
-"""Where the simulated Volcano puts a gang: all of it, or for an elastic job at least its minimum.
+"""Where the simulated Volcano puts a gang: the one allocate model, with the demo's conventions.
 
-Volcano's allocate action with the gang and binpack plugins, reduced to what
-the demo needs: a job's pods are placed together or not at all (``min_count``
-of them at least, for an elastic job), each on the node with the fewest free
-GPUs that still fit it (binpack keeps whole nodes free for 8-GPU pods), and a
-queue never goes over its capability. Pure, so the rule is testable alone.
+``gpuyield.agents.simulator.allocate.place`` decides (gang all-or-nothing,
+an elastic job's minimum, binpack's tightest node, the queue's capability);
+this adapter gives it the demo's two conventions: nodes are tried in name
+order (so ties go to the first name, whatever order the scenario lists
+them), and a reservation is a taint on the whole node (``Holding.NODE``), as
+gpuyield applies it on a real cluster, so a held node takes only its
+preemptors' pods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+
+from gpuyield.agents.simulator.allocate import Holding
+from gpuyield.agents.simulator.allocate import place as allocate
 
 
 def place(
@@ -18,25 +23,24 @@ def place(
     *,
     min_count: int,
     headroom: int | None = None,
+    job: str = "",
+    held: Mapping[str, Mapping[str, int]] | None = None,
 ) -> list[str] | None:
     """Nodes for the first pods of ``pods`` (GPUs each), or None when fewer than ``min_count`` fit.
 
     ``free`` is each schedulable node's free GPUs; ``headroom`` the GPUs the
-    job's queue may still take (None: unlimited). Pods are placed in order; an
-    elastic job gets as many as fit once its minimum does.
+    job's queue may still take (None: unlimited); ``held`` node -> preemptor
+    -> GPUs, the reservations in force, of which only ``job``'s own are open
+    to it. Pods of one size are placed in order, so the nodes returned are
+    those of the first pods.
     """
-    left = dict(free)
-    budget = headroom
-    chosen: list[str] = []
-    for gpus in pods:
-        if budget is not None and gpus > budget:
-            break
-        fitting = sorted((n for n, f in left.items() if f >= gpus), key=lambda n: (left[n], n))
-        if not fitting:
-            break
-        node = fitting[0]
-        left[node] -= gpus
-        if budget is not None:
-            budget -= gpus
-        chosen.append(node)
-    return chosen if len(chosen) >= max(1, min_count) else None
+    chosen = allocate(
+        dict(sorted(free.items())),
+        pods,
+        min_count=min_count,
+        job=job,
+        headroom=headroom,
+        held=held,
+        holding=Holding.NODE,
+    )
+    return None if chosen is None else [node for _, node in chosen]

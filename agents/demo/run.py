@@ -32,6 +32,7 @@ from gpuyield.agents.demo.children import Children, child_env, python
 from gpuyield.agents.demo.cluster import JobPhase, JobRow, SimCluster, SimJob
 from gpuyield.agents.demo.nodes import NodeAgents, PodGpus
 from gpuyield.agents.demo.pods import PodLauncher
+from gpuyield.agents.demo.reservations import ReservationFeed
 from gpuyield.agents.demo.scenario import DemoScenario, JobPlan, Runner
 from gpuyield.agents.demo.tally import JobSteps, Tally, TallyReader
 from gpuyield.agents.demo.timing import (
@@ -220,6 +221,7 @@ class Demo:
         redis = Redis.from_url(redis_url)
         producer = AIOKafkaProducer(**kafka, acks="all", max_batch_size=1)
         reader = TallyReader(self.tally, kafka=kafka)
+        reservations = ReservationFeed(kafka=kafka)  # the holds the simulated Volcano honours
         launcher = PodLauncher(
             self._children,
             LocalPodRegistry(redis, prefix=REDIS_PREFIX),
@@ -235,7 +237,7 @@ class Demo:
             for event in events:
                 await producer.send_and_wait(KUBE_EVENTS, encode(event), key=event.key.encode())
 
-        cluster = SimCluster(scenario, launcher, publish)
+        cluster = SimCluster(scenario, launcher, publish, reservations)
         self._cluster = cluster
         agents = NodeAgents(
             [n.name for n in scenario.nodes],
@@ -249,6 +251,7 @@ class Demo:
         try:
             await producer.start()
             await reader.start()
+            await reservations.start()
             self._background.append(asyncio.create_task(reader.run(stop), name="tally"))
             agents.start()
             self._background.append(
@@ -273,6 +276,7 @@ class Demo:
             await asyncio.to_thread(launcher.stop_all, 10.0)
             await agents.stop()
             await reader.stop()
+            await reservations.stop()
             with contextlib.suppress(Exception):
                 await producer.stop()
             await asyncio.to_thread(self._children.stop, ["worker"], 15.0)

@@ -14,6 +14,7 @@ from typing import Protocol
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import PreemptionPolicy, Simulation
 from gpuyield.agents.simulator.gpuyield_policy import GpuyieldPolicy
+from gpuyield.agents.simulator.gpuyield_unreserved import GpuyieldUnreserved
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
 from gpuyield.agents.simulator.metrics import measure
 from gpuyield.agents.simulator.volcano_gang import VolcanoGang
@@ -37,9 +38,18 @@ POLICIES: dict[str, PolicyFactory] = {
     ),
     "volcano-gang": lambda s, c=DEFAULT_CONTROLLER: VolcanoGang(),
     "gpuyield": lambda s, c=DEFAULT_CONTROLLER: GpuyieldPolicy(c),
+    "gpuyield-unreserved": lambda s, c=DEFAULT_CONTROLLER: GpuyieldUnreserved(
+        random.Random(f"gpuyield-unreserved:{s.seed}"),  # noqa: S311
+        c,
+    ),
 }
 
-__all__ = ["POLICIES", "JobKind", "JobSpec", "Simulation", "run_policy"]
+DEFAULT_POLICIES = ("volcano-native", "volcano-gang", "gpuyield")
+"""What ``gpuyield simulate`` compares unless told: the choices a deployment has.
+``gpuyield-unreserved`` is an ablation (gpuyield without being the one preemptor
+and without reserved GPUs), run with ``--policies``."""
+
+__all__ = ["DEFAULT_POLICIES", "POLICIES", "JobKind", "JobSpec", "Simulation", "run_policy"]
 
 
 def run_policy(

@@ -39,6 +39,7 @@ from typing import Protocol
 from gpuyield.agents.planner.hierarchy import QueueTree
 from gpuyield.agents.policy.livelock import LivelockGuard
 from gpuyield.agents.policy.resume import may_resume
+from gpuyield.agents.simulator.allocate import place
 from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.state import Cluster, Phase, SimJob, SimPod
 from gpuyield.schemas.scenario import Scenario
@@ -58,11 +59,19 @@ class Event(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """Victims of one preemption round and, optionally, where the preemptor will go."""
+    """Victims of one preemption round and, optionally, where the preemptor will go.
+
+    ``placement`` nominates the freed GPUs for the preemptor (reserved until it
+    is placed, or a grace period and two cycles later); None leaves them to
+    whichever job allocate picks first. ``graceful`` overrides the policy's
+    way of evicting for this decision (None: the policy's), for a policy that
+    runs two preemptors side by side.
+    """
 
     preemptor: str
     victims: dict[str, tuple[int, ...]]  # job -> pod indexes
     placement: dict[int, int] | None = None  # preemptor pod index -> node
+    graceful: bool | None = None
 
 
 class PreemptionPolicy(Protocol):
@@ -343,57 +352,35 @@ class Simulation:
         return room
 
     def try_place(self, job: SimJob, nodes: dict[int, int] | None = None) -> bool:
-        """Place ``job``'s waiting pods (best fit, or on ``nodes``) if its gang can run."""
+        """Place ``job``'s waiting pods (best fit, or on ``nodes``) if its gang can run.
+
+        Where is ``allocate.place``'s, the one model of Volcano's allocate;
+        GPUs nominated for another preemptor are held GPU by GPU
+        (``Holding.GPUS``), as Volcano holds a victim's GPUs for its preemptor.
+        """
         waiting = job.waiting()
         if not waiting:
             return False
         gpus = job.spec.gpus_per_pod
-        room = self.capability_room(job.spec.queue)
-        running = len(job.placed())
-        need = max(0, job.spec.min_available - running)
-        if need * gpus > room:
-            return False
-        chosen: list[tuple[SimPod, int]] = []
-        taken: dict[int, int] = {}
-        for pod in waiting:
-            if (len(chosen) + 1) * gpus > room:
-                break
-            node = None
-            if nodes is not None and pod.index in nodes:
-                candidate = nodes[pod.index]
-                if self.cluster.available(candidate, job.name) - taken.get(candidate, 0) >= gpus:
-                    node = candidate
-            if node is None:
-                node = self._best_fit(job.name, gpus, taken)
-            if node is None:
-                continue
-            taken[node] = taken.get(node, 0) + gpus
-            chosen.append((pod, node))
-        if len(chosen) < need or not chosen:
+        need = max(0, job.spec.min_available - len(job.placed()))
+        chosen = place(
+            self.cluster.free,
+            [gpus] * len(waiting),
+            min_count=need,
+            job=job.name,
+            headroom=self.capability_room(job.spec.queue),
+            held=self.cluster.reserved,
+            nominated=None
+            if nodes is None
+            else {i: nodes[pod.index] for i, pod in enumerate(waiting) if pod.index in nodes},
+        )
+        if chosen is None:
             return False
         self._advance(job)
-        for pod, node in chosen:
-            self._place_pod(job, pod, node)
+        for position, node in chosen:
+            self._place_pod(job, waiting[position], node)
         self._started(job)
         return True
-
-    def _best_fit(self, job: str, gpus: int, taken: dict[int, int]) -> int | None:
-        """The node this pod fills most tightly (the first of equals), or None."""
-        best, best_left = None, math.inf
-        reserved = self.cluster.reserved
-        for node, free in enumerate(self.cluster.free):
-            if free < gpus:
-                continue  # what the job may use there is at most what is free
-            left = free - gpus
-            if node in reserved:
-                left = self.cluster.available(node, job) - gpus
-            if taken:
-                left -= taken.get(node, 0)
-            if 0 <= left < best_left:
-                best, best_left = node, left
-                if left == 0:
-                    break
-        return best
 
     def _started(self, job: SimJob) -> None:
         """Pods were placed: a job that now runs its gang (re)starts or grows."""
@@ -574,15 +561,14 @@ class Simulation:
 
     def execute(self, decision: Decision) -> None:
         """Carry out a decision: victims are killed (stock) or yield (gpuyield)."""
-        grace = (
-            self.scenario.checkpoint_save_s if self.policy.graceful else self.scenario.kill_grace_s
-        )
+        graceful = self.policy.graceful if decision.graceful is None else decision.graceful
+        grace = self.scenario.checkpoint_save_s if graceful else self.scenario.kill_grace_s
         until = self.now + grace
         self.pipelined_until[decision.preemptor] = until
         for name, pods in sorted(decision.victims.items()):
             victim = self.jobs[name]
             self._count_eviction(victim, decision.preemptor)
-            if self.policy.graceful:
+            if graceful:
                 self._yield(victim, pods, until)
             else:
                 self._kill(victim, pods, until)

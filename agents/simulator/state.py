@@ -93,13 +93,6 @@ class Cluster:
     def of(cls, nodes: int, gpus_per_node: int) -> Cluster:
         return cls(gpus_per_node=gpus_per_node, free=[gpus_per_node] * nodes)
 
-    def available(self, node: int, job: str) -> int:
-        """Free GPUs on ``node`` that ``job`` may use: others' reservations excluded."""
-        held = self.reserved.get(node)
-        if not held:
-            return self.free[node]
-        return self.free[node] - sum(g for j, g in held.items() if j != job)
-
     def release_reservations(self, job: str) -> None:
         for node in list(self.reserved):
             self.reserved[node].pop(job, None)

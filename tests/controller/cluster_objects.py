@@ -1,43 +1,25 @@
 """Kubernetes and Volcano objects as the API server serves them, for the controller's tests.
 
-Field names follow the real APIs (core/v1 Node and Pod, Volcano's
-batch.volcano.sh/v1alpha1 Job and scheduling.volcano.sh/v1beta1 PodGroup and
-Queue), so the translation under test reads what a cluster would send.
+Built by the one set of builders (``gpuyield.schemas.kube_objects``) with
+the conventions these tests share: times around ``T0``, a PodGroup named
+``<job>-6b0d3e2a``, pods ``<job>-<task>-<index>`` with uid ``uid-<job>-<index>``.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from gpuyield.schemas import kube_objects as k
+from gpuyield.schemas.kube_objects import KINDS, event, rfc3339
 
-from gpuyield.schemas.messages import KubeEvent, KubeEventType, KubeKind
+__all__ = ["KINDS", "T0", "T0_RFC", "Obj", "event", "node", "pod", "pod_group", "queue", "rfc3339"]
 
-Obj = dict[str, Any]
+Obj = k.Object
 T0 = 1_764_460_800.0  # 2025-11-30T00:00:00Z
 T0_RFC = "2025-11-30T00:00:00Z"
-
-
-def rfc3339(at: float) -> str:
-    return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+GROUP_UID = "6b0d3e2a"
 
 
 def node(name: str, gpus: int = 8, *, rack: str = "rack-a", ready: bool = True) -> Obj:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {
-                "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                "topology.kubernetes.io/rack": rack,
-            },
-        },
-        "spec": {},
-        "status": {
-            "allocatable": {"cpu": "96", "memory": "1TiB", "nvidia.com/gpu": str(gpus)},
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+    return k.a_gpu_node(name, gpus=gpus, rack=rack, ready=ready)
 
 
 def queue(
@@ -48,18 +30,13 @@ def queue(
     guarantee: int = 0,
     reclaimable: bool = True,
 ) -> Obj:
-    spec: Obj = {"weight": weight, "reclaimable": reclaimable}
-    if capability is not None:
-        spec["capability"] = {"nvidia.com/gpu": str(capability)}
-    if guarantee:
-        spec["guarantee"] = {"resource": {"nvidia.com/gpu": str(guarantee)}}
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "Queue",
-        "metadata": {"name": name},
-        "spec": spec,
-        "status": {"state": "Open"},
-    }
+    return k.a_queue(
+        name,
+        weight=weight,
+        capability=None if capability is None else {k.GPU: capability},
+        guarantee={k.GPU: guarantee} if guarantee else None,
+        reclaimable=reclaimable,
+    )
 
 
 def pod_group(
@@ -71,25 +48,16 @@ def pod_group(
     phase: str = "Running",
     unschedulable: bool = False,
 ) -> Obj:
-    conditions = (
-        [{"type": "Unschedulable", "status": "True", "reason": "NotEnoughResources"}]
-        if unschedulable
-        else []
+    return k.a_pod_group(
+        f"{job}-{GROUP_UID}",
+        namespace=namespace,
+        min_member=min_member,
+        queue=queue,
+        phase=phase,
+        owner={"metadata": {"name": job}},
+        unschedulable=unschedulable,
+        created_at=T0,
     )
-    return {
-        "apiVersion": "scheduling.volcano.sh/v1beta1",
-        "kind": "PodGroup",
-        "metadata": {
-            "name": f"{job}-6b0d3e2a",
-            "namespace": namespace,
-            "creationTimestamp": T0_RFC,
-            "ownerReferences": [
-                {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job}
-            ],
-        },
-        "spec": {"minMember": min_member, "queue": queue},
-        "status": {"phase": phase, "conditions": conditions},
-    }
 
 
 def pod(
@@ -103,60 +71,16 @@ def pod(
     task: str = "worker",
     started: float = T0,
 ) -> Obj:
-    placed = node is not None
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"{job}-{task}-{index}",
-            "namespace": namespace,
-            "uid": f"uid-{job}-{index}",
-            "labels": {"volcano.sh/job-name": job, "volcano.sh/task-spec": task},
-            "annotations": {"scheduling.k8s.io/group-name": f"{job}-6b0d3e2a"},
-        },
-        "spec": {
-            "schedulerName": "volcano",
-            "priority": priority,
-            **({"nodeName": node} if placed else {}),
-            "containers": [
-                {
-                    "name": "trainer",
-                    "resources": {
-                        "limits": {"nvidia.com/gpu": str(gpus)},
-                        "requests": {"nvidia.com/gpu": str(gpus)},
-                    },
-                }
-            ],
-        },
-        "status": {
-            "phase": "Running" if placed else "Pending",
-            **({"startTime": rfc3339(started)} if placed else {}),
-            "conditions": []
-            if placed
-            else [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
-        },
-    }
-
-
-KINDS = {
-    "Node": KubeKind.NODE,
-    "Pod": KubeKind.POD,
-    "PodGroup": KubeKind.POD_GROUP,
-    "Job": KubeKind.JOB,
-    "Queue": KubeKind.QUEUE,
-}
-
-
-def event(obj: Obj, at: float, kind: KubeEventType = KubeEventType.ADDED) -> KubeEvent:
-    meta = obj["metadata"]
-    return KubeEvent(
-        type=kind,
-        kind=KINDS[obj["kind"]],
-        namespace=meta.get("namespace"),
-        name=meta["name"],
-        resource_version="1",
-        object=obj,
-        observed_at=at,
+    return k.a_pod(
+        f"{job}-{task}-{index}",
+        namespace=namespace,
+        node=node,
+        gpus=gpus,
+        pod_group=f"{job}-{GROUP_UID}",
+        priority=priority,
+        labels={k.JOB_NAME: job, k.TASK_SPEC: task},
+        uid=f"uid-{job}-{index}",
+        started_at=started if node is not None else None,
     )
 
 

@@ -27,7 +27,7 @@ import pytest
 from PIL import Image  # comes with matplotlib
 from typer.testing import CliRunner
 
-from gpuyield.agents.simulator import POLICIES, run_policy
+from gpuyield.agents.simulator import DEFAULT_POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import default_scenario
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli import app
@@ -44,7 +44,7 @@ CHROMIUM = "/usr/bin/chromium"
 def tiny() -> tuple[Scenario, dict[str, PolicyResult]]:
     scenario = default_scenario().model_copy(update={"days": 0.5, "nodes": 8})
     jobs = generate(scenario, random.Random(scenario.seed))
-    return scenario, {name: run_policy(scenario, jobs, name) for name in POLICIES}
+    return scenario, {name: run_policy(scenario, jobs, name) for name in DEFAULT_POLICIES}
 
 
 @pytest.fixture(scope="module")

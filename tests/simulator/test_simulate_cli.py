@@ -1,4 +1,4 @@
-"""``gpuyield simulate`` on a trace: ``--trace-start`` moves the replayed window."""
+"""``gpuyield simulate`` on a trace: ``--trace-start`` moves the replayed window; policies."""
 
 from __future__ import annotations
 
@@ -46,3 +46,22 @@ def test_trace_start_needs_a_trace(tmp_path: Path) -> None:
     assert code == 2
     assert out == ""
     assert err == "gpuyield: --trace-start: only meaningful with --trace\n"
+
+
+def test_the_four_policies_run_side_by_side_on_one_trace(tmp_path: Path) -> None:
+    policies = "volcano-native,volcano-gang,gpuyield,gpuyield-unreserved"
+    code, out, err = _run(
+        tmp_path,
+        *("--trace", str(tmp_path / "trace.csv"), "--queue-map", MAP),
+        *("--days", "4", "--policies", policies, "--json"),
+    )
+    assert code == 0, err
+    assert list(json.loads(out)["policies"]) == policies.split(",")
+
+
+def test_the_default_comparison_leaves_the_ablation_out(tmp_path: Path) -> None:
+    code, out, err = _run(
+        tmp_path, *("--trace", str(tmp_path / "trace.csv"), "--queue-map", MAP), "--json"
+    )
+    assert code == 0, err
+    assert list(json.loads(out)["policies"]) == ["volcano-native", "volcano-gang", "gpuyield"]
