@@ -88,6 +88,7 @@ def test_two_suspended_jobs_and_room_for_one_get_one_resume() -> None:
             phase="Running", group_phase="Running", at=at,
         ):  # fmt: skip
             d.obj(obj, at)
+    d.feed(Tick(at=T0))  # the workers' ticks carry the hour; a watch event cannot
     # A two-node production job cannot be placed: both research jobs yield.
     for obj in job_objects(
         "prod", "ft", queue="production", priority=1000, pods=2, nodes=[None, None],
@@ -129,6 +130,7 @@ def test_two_suspended_jobs_and_room_for_one_get_one_resume() -> None:
         "prod", "ft", queue="production", priority=1000, pods=2, nodes=["gpu-0", "gpu-1"],
         phase="Running", group_phase="Running", at=T0 + 12,
     )[1]  # fmt: skip
+    d.feed(Tick(at=T0 + 3600))  # the workers' ticks carry the hour; a watch event cannot
     d.obj(gone, T0 + 3600, KubeEventType.DELETED)
     for second in range(1, 6):  # more steps: none may resume the other job into the same GPUs
         d.feed(Tick(at=T0 + 3600 + second))
