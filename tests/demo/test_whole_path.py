@@ -131,6 +131,8 @@ async def test_a_yield_checkpoints_suspends_and_resumes_from_the_acked_step(
     prefix = redis_prefix.rstrip(":")
     topic = {name: spec.name for name, spec in fresh_topics.items()}
     kube = Kube(kafka_bootstrap, topic["gpuyield.kube-events"])
+    # "An hour later" is event time, not the workers' ticks: the clock's skew bound is
+    # opened to let the watch's events carry it (this test is about the yield's path).
     worker = LiveWorker(
         kafka_bootstrap,
         redis_url,
@@ -138,6 +140,7 @@ async def test_a_yield_checkpoints_suspends_and_resumes_from_the_acked_step(
         f"gy-{secrets.token_hex(4)}",
         f"c-{secrets.token_hex(4)}",
         tmp_path,
+        env={"GPUYIELD_MAX_CLOCK_SKEW_S": str(2 * 3600)},
     ).start()
     agent_log = (tmp_path / "node-agent.log").open("wb")
     agent = subprocess.Popen(
