@@ -38,7 +38,7 @@ from gpuyield.streams.alert_delivery import (
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.topic_reader import read_topics
 from gpuyield.streams.topics import ALERTS
-from gpuyield.worker_command import read_endpoints
+from gpuyield.worker_command import recorded_bootstrap
 
 
 def _row(alert: Alert) -> list[str]:
@@ -92,8 +92,7 @@ def alerts_command(
     start = parse_time(since, "--since")
     if webhook and alertmanager:
         fail("--webhook and --alertmanager: choose one receiver")
-    endpoints = read_endpoints(settings)
-    servers = settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
+    servers = recorded_bootstrap(settings)
     if not servers:
         fail("no Kafka to read: set GPUYIELD_KAFKA_BOOTSTRAP or start gpuyield worker")
     topic = settings.topic_prefix + ALERTS

@@ -23,7 +23,7 @@ from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.archive import Archive, Archiver
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.topics import registry
-from gpuyield.worker_command import read_endpoints
+from gpuyield.worker_command import recorded_bootstrap
 
 REFRESH_TOPICS_S = 30.0
 """How often the archiver looks for topics created after it started."""
@@ -50,8 +50,7 @@ def archive_command(
 
     settings = settings_or_fail(config)
     configure_logging(loglevel)
-    endpoints = read_endpoints(settings)
-    bootstrap = settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
+    bootstrap = recorded_bootstrap(settings)
     if not bootstrap:
         fail("no Kafka to archive: set GPUYIELD_KAFKA_BOOTSTRAP or start gpuyield worker")
     try:

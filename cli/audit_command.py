@@ -23,7 +23,7 @@ from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.archive import Archive
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.topic_reader import read_topics
-from gpuyield.worker_command import read_endpoints
+from gpuyield.worker_command import recorded_bootstrap
 
 
 def parse_time(value: str | None, option: str) -> float | None:
@@ -174,12 +174,7 @@ def audit_command(
     if archive is not None:
         recorded = list(_from_archive(archive, prefix, start, end))
     else:
-        endpoints = read_endpoints(settings)
-        servers = (
-            bootstrap.split(",")
-            if bootstrap
-            else (settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None))
-        )
+        servers = bootstrap.split(",") if bootstrap else recorded_bootstrap(settings)
         if not servers:
             fail("nothing to read: pass --archive DIR or --bootstrap (or GPUYIELD_KAFKA_BOOTSTRAP)")
         from kafka.errors import KafkaError

@@ -30,7 +30,7 @@ from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
 from gpuyield.streams.topics import KUBE_EVENTS
-from gpuyield.worker_command import read_endpoints
+from gpuyield.worker_command import recorded_bootstrap
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,7 @@ def watch_command(
     """Watch nodes, pods and Volcano objects; publish every change to Kafka."""
     settings = settings_or_fail(config)
     configure_logging(loglevel)
-    endpoints = read_endpoints(settings)
-    bootstrap = settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
+    bootstrap = recorded_bootstrap(settings)
     if not bootstrap:
         fail("no Kafka to publish to: set GPUYIELD_KAFKA_BOOTSTRAP or start `gpuyield worker`")
     try:

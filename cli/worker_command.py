@@ -64,6 +64,12 @@ def read_endpoints(settings: Settings) -> Endpoints | None:
     return Endpoints(list(bootstrap), str(redis_url))
 
 
+def recorded_bootstrap(settings: Settings) -> list[str] | None:
+    """The Kafka to read: the settings', else a running worker's embedded broker."""
+    endpoints = read_endpoints(settings)
+    return settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
+
+
 @contextlib.contextmanager
 def services(settings: Settings) -> Iterator[Endpoints]:
     """The configured broker and Redis, or embedded ones for the lifetime of the block."""
