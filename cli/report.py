@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpuyield.agents.simulator.targets import BASELINE, TargetCheck, check_targets
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 
@@ -40,6 +41,91 @@ METRIC_ROWS: tuple[tuple[str, str, str], ...] = (
     ("jobs_failed", "jobs Failed (retries spent)", "{}"),
 )
 """The comparison table's rows: metric field, label, format (the terminal table too)."""
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as a person reads a wait: 45 s, 12 min, 3.4 h, 2.1 d (None: -)."""
+    if seconds is None:
+        return "-"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} d"
+
+
+def queue_rows(results: dict[str, PolicyResult]) -> list[tuple[str, ...]]:
+    """Per queue: jobs completed (of those submitted), waits and completion times.
+
+    Rows are (queue, figure, one value per policy), queues in the scenario's
+    order; the terminal table and the page show the same rows.
+    """
+    queues: list[str] = []
+    for result in results.values():
+        queues += [q for q in result.metrics.queues if q not in queues]
+    rows: list[tuple[str, ...]] = []
+    for queue in queues:
+        per = [r.metrics.queues.get(queue) for r in results.values()]
+        rows.append(
+            (
+                queue,
+                "completed (submitted)",
+                *(
+                    "-" if q is None else f"{q.jobs_completed:,} ({q.jobs_submitted:,})"
+                    for q in per
+                ),
+            )
+        )
+        rows.append(
+            (
+                "",
+                "wait p50 / p99",
+                *(
+                    "-" if q is None else f"{duration(q.wait_p50_s)} / {duration(q.wait_p99_s)}"
+                    for q in per
+                ),
+            )
+        )
+        rows.append(
+            (
+                "",
+                "done after p50 / p99",
+                *(
+                    "-"
+                    if q is None
+                    else f"{duration(q.completion_p50_s)} / {duration(q.completion_p99_s)}"
+                    for q in per
+                ),
+            )
+        )
+    return rows
+
+
+def target_rows(checks: Sequence[TargetCheck]) -> list[tuple[str, ...]]:
+    """One row per policy and target: the rule, the two figures, met or missed."""
+    return [
+        (
+            c.policy,
+            c.rule,
+            _figure(c.target, c.value),
+            _figure(c.target, c.baseline),
+            "met" if c.met else "MISSED",
+        )
+        for c in checks
+    ]
+
+
+def _figure(target: str, value: float) -> str:
+    if target == "sla_attainment":
+        return f"{value:.2%}"
+    if target == "production_wait_p99_s":
+        return duration(value)
+    if target == "jobs_completed":
+        return f"{value:,.0f}"
+    return f"{value:.1f}"
+
 
 DPI = 100
 WIDTH_IN = 10.0
@@ -335,6 +421,9 @@ def _page(scenario: Scenario, results: dict[str, PolicyResult], figures: dict[st
         _workload_table(scenario),
         "<h2>Metrics</h2>",
         _metrics_table(results),
+        "<h2>Per queue</h2>",
+        _table(("queue", "figure", *results), queue_rows(results), numeric_from=2),
+        *_targets_section(results),
         "<h2>Over time</h2>",
     ]
     for name, data in figures.items():
@@ -346,6 +435,22 @@ def _page(scenario: Scenario, results: dict[str, PolicyResult], figures: dict[st
         )
     parts += [f"<script>\n{_SCRIPT}\n</script>", "</body>", "</html>", ""]
     return "\n".join(parts)
+
+
+def _targets_section(results: dict[str, PolicyResult]) -> list[str]:
+    checks = check_targets({n: r.metrics for n, r in results.items()})
+    if not checks:
+        return []
+    return [
+        f"<h2>Against {html.escape(BASELINE)}</h2>",
+        "<p>Production's SLA first, then the least lost work, and neither bought with "
+        "production waits or with the jobs the pool completes.</p>",
+        _table(
+            ("policy", "target", "figure", BASELINE, "verdict"),
+            target_rows(checks),
+            numeric_from=2,
+        ),
+    ]
 
 
 def _days(days: float) -> str:

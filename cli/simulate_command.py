@@ -32,10 +32,11 @@ from gpuyield.agents.simulator import DEFAULT_POLICIES, POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
 from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.scenario_file import read_scenario_file
+from gpuyield.agents.simulator.targets import BASELINE, check_targets
 from gpuyield.agents.simulator.trace import parse_queue_map, parse_trace, read_trace_text
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli_io import fail
-from gpuyield.report import METRIC_ROWS, write_report
+from gpuyield.report import METRIC_ROWS, queue_rows, target_rows, write_report
 from gpuyield.schemas import InputError
 from gpuyield.schemas.config import ControllerConfig, with_knobs
 from gpuyield.schemas.scenario import Scenario
@@ -134,9 +135,21 @@ def simulate_command(
             for path in written:
                 sys.stderr.write(f"{path}\n")
     if as_json:
+        checks = check_targets({n: r.metrics for n, r in results.items()})
         document = {
             "scenario": chosen.model_dump(mode="json"),
             "policies": {n: r.metrics.model_dump(mode="json") for n, r in results.items()},
+            "targets": [
+                {
+                    "policy": c.policy,
+                    "target": c.target,
+                    "rule": c.rule,
+                    "value": c.value,
+                    BASELINE: c.baseline,
+                    "met": c.met,
+                }
+                for c in checks
+            ],
         }
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
@@ -218,3 +231,21 @@ def _table(
     for key, label, fmt in METRIC_ROWS:
         table.add_row(label, *(fmt.format(getattr(r.metrics, key)) for r in results.values()))
     console.print(table)
+    queues = Table(title="Per queue")
+    queues.add_column("queue")
+    queues.add_column("figure")
+    for name in results:
+        queues.add_column(name, justify="right")
+    for row in queue_rows(results):
+        queues.add_row(*row)
+    console.print(queues)
+    checks = check_targets({n: r.metrics for n, r in results.items()})
+    if checks:
+        targets = Table(title=f"Against {BASELINE}")
+        for column in ("policy", "target", "figure", BASELINE, "verdict"):
+            targets.add_column(
+                column, justify="left" if column in ("policy", "target") else "right"
+            )
+        for row in target_rows(checks):
+            targets.add_row(*row, style=None if row[-1] == "met" else "bold red")
+        console.print(targets)

@@ -7,6 +7,29 @@ from pydantic import Field
 from gpuyield.schemas.base import WireModel
 
 
+class QueueMetrics(WireModel):
+    """One queue's service under a policy: what a tenant sees of an overloaded pool.
+
+    A pool can win on utilization by running big jobs while a queue of small
+    ones waits; these figures show who paid. ``jobs_completed`` and
+    ``jobs_failed`` count the jobs that ended inside the window, as the
+    policy's totals do (the queues add up to them). Waits (submission to first
+    start; a job never started counts with its wait until the end of the run)
+    and completion times (submission to Done) are over the jobs submitted
+    inside the window, like the production waits.
+    """
+
+    jobs_submitted: int
+    jobs_completed: int
+    jobs_failed: int
+    wait_p50_s: float
+    wait_p99_s: float
+    completion_p50_s: float | None = Field(
+        description="submission to Done; None when none of the queue's jobs finished"
+    )
+    completion_p99_s: float | None
+
+
 class PolicyMetrics(WireModel):
     """The figures a platform team compares policies by (definitions in the README)."""
 
@@ -25,6 +48,9 @@ class PolicyMetrics(WireModel):
     production_jobs: int = Field(description="production jobs judged for the SLA")
     jobs_completed: int
     jobs_failed: int = Field(description="jobs Volcano marked Failed (retry budget spent)")
+    queues: dict[str, QueueMetrics] = Field(
+        default_factory=dict, description="per queue: jobs completed, waits, completion times"
+    )
 
 
 class Series(WireModel):

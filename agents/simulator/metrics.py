@@ -19,6 +19,10 @@ minute) but not judged, and what happens before 0 is not counted.
   caught in a repeat / mutual / preempt-after-resume cycle (``LivelockGuard``).
 - production waits: submission to first start, p50 and p99 (jobs that never
   started count with the time they waited until the end of the run).
+- ``queues``: per queue, jobs completed and Failed, waits and completion
+  times (``QueueMetrics``): under overload a policy can raise utilization by
+  serving big jobs while another queue's small ones wait, and only these
+  show it.
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ from collections.abc import Sequence
 
 from gpuyield.agents.simulator.engine import HOUR, Simulation
 from gpuyield.agents.simulator.jobs import JobKind
-from gpuyield.agents.simulator.state import Phase
-from gpuyield.schemas.simulation import PolicyMetrics, PolicyResult, Series
+from gpuyield.agents.simulator.state import Phase, SimJob
+from gpuyield.schemas.simulation import PolicyMetrics, PolicyResult, QueueMetrics, Series
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -75,6 +79,7 @@ def measure(sim: Simulation) -> PolicyResult:
         production_jobs=judged,
         jobs_completed=completed,
         jobs_failed=failed,
+        queues=queue_metrics(sim.order, [q.name for q in sim.scenario.queues], sim.horizon),
     )
     series = Series(
         t_h=tuple(tally.samples_t),
@@ -85,3 +90,34 @@ def measure(sim: Simulation) -> PolicyResult:
         lost_gpu_hours=tuple(tally.samples_lost),
     )
     return PolicyResult(policy=sim.policy.name, metrics=metrics, series=series)
+
+
+def queue_metrics(
+    jobs: Sequence[SimJob], queues: Sequence[str], horizon: float
+) -> dict[str, QueueMetrics]:
+    """Each queue's jobs completed and Failed, waits and completion times (``QueueMetrics``)."""
+    out: dict[str, QueueMetrics] = {}
+    for queue in queues:
+        mine = [job for job in jobs if job.spec.queue == queue]
+        ended = [job for job in mine if job.finished_at is not None and job.finished_at >= 0]
+        submitted = [job for job in mine if job.spec.submit_s >= 0]
+        waits = [
+            (job.first_started_at if job.first_started_at is not None else horizon)
+            - job.spec.submit_s
+            for job in submitted
+        ]
+        turnarounds = [
+            job.finished_at - job.spec.submit_s
+            for job in submitted
+            if job.phase is Phase.DONE and job.finished_at is not None
+        ]
+        out[queue] = QueueMetrics(
+            jobs_submitted=len(submitted),
+            jobs_completed=sum(1 for job in ended if job.phase is Phase.DONE),
+            jobs_failed=sum(1 for job in ended if job.phase is Phase.FAILED),
+            wait_p50_s=percentile(waits, 50),
+            wait_p99_s=percentile(waits, 99),
+            completion_p50_s=percentile(turnarounds, 50) if turnarounds else None,
+            completion_p99_s=percentile(turnarounds, 99) if turnarounds else None,
+        )
+    return out
