@@ -80,6 +80,16 @@ class PreemptionPolicy(Protocol):
     name: str
     graceful: bool  # victims yield with a checkpoint (True) or are killed (False)
 
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        """Whether ``decide`` would look for victims for ``job`` now.
+
+        False for a demand the policy holds back (gpuyield's cooldowns and
+        backoffs): it costs nothing, so it does not count against the
+        cycle's attempts, and the jobs behind it in a backlog get theirs.
+        Stock Volcano tries every starving job in every session.
+        """
+        ...
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         """Victims that make room for the starving ``job``, or None."""
         ...
@@ -442,6 +452,8 @@ class Simulation:
                 continue  # runs its gang: Volcano does not preempt for elastic growth
             if self.pipelined_until.get(job.name, -math.inf) > self.now:
                 continue  # its victims are still terminating
+            if not self.policy.may_decide(self, job):
+                continue  # held back (cooldown, backoff): no attempt spent
             attempts += 1
             decision = self.policy.decide(self, job)
             if decision is None or not decision.victims:
@@ -476,6 +488,11 @@ class Simulation:
         top_in_queue: dict[str, int] = {}
         top_reclaiming: int | None = None
         for job in order:
+            if total <= 0 and not nominees:
+                # Nothing left to place anyone on: the rest of a backlog of thousands
+                # would only be skipped one by one (what they would record is only
+                # read for jobs that could be placed).
+                break
             spec = job.spec
             if job.phase is Phase.SUSPENDED and not may_resume(
                 spec.priority,

@@ -47,16 +47,51 @@ class VolcanoNative:
 
     def __init__(self, rng: random.Random) -> None:
         self.rng = rng
+        self._grouped: tuple[list[SimJob], dict[str, list[SimJob]]] | None = None
 
     def executed(self, sim: Simulation, decision: Decision) -> None:
         """Stock Volcano keeps no state between sessions."""
 
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        """Stock Volcano tries every starving job in every session."""
+        return True
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
-        running = [other for other in sim.running() if other is not job]
-        preempt = self._round(sim, job, running, reclaim=False)
+        by_queue = self._by_queue(sim)
+        spec = job.spec
+        same = [
+            o
+            for o in by_queue.get(spec.queue, ())
+            if o is not job and o.spec.priority < spec.priority
+        ]
+        preempt = self._round(sim, job, same, reclaim=False)
         if preempt is not None:
             return preempt
-        return self._round(sim, job, running, reclaim=True)
+        others = [
+            o
+            for queue, jobs in by_queue.items()
+            if queue != spec.queue and sim.tree.queues[queue].reclaimable
+            for o in jobs
+        ]
+        return self._round(sim, job, others, reclaim=True)
+
+    def _by_queue(self, sim: Simulation) -> dict[str, list[SimJob]]:
+        """The running jobs by queue, once per list ``sim.running()`` hands out.
+
+        Only same-queue jobs of lower priority (preempt) or jobs of other
+        reclaimable queues (reclaim) can be victims (``volcano_victim_job``
+        checks the rest); a backlog of thousands asks for victims a dozen
+        times a cycle, and filtering every running job each time was the cost.
+        The victims and their order are the same: each node's candidates are
+        sorted by Volcano's victim order before any is taken.
+        """
+        running = sim.running()
+        if self._grouped is None or self._grouped[0] is not running:
+            grouped: dict[str, list[SimJob]] = {}
+            for other in running:
+                grouped.setdefault(other.spec.queue, []).append(other)
+            self._grouped = (running, grouped)
+        return self._grouped[1]
 
     def _round(
         self, sim: Simulation, job: SimJob, running: list[SimJob], *, reclaim: bool
