@@ -51,6 +51,14 @@ class Policy(WireModel):
     )
     eviction_window_s: float = Field(86400.0, ge=0, description="Window for max_evictions.")
     grace_s: float = Field(120.0, ge=0, description="Graceful-yield deadline written into plans.")
+    sla_risk_share: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="A preemptor with an SLA is at risk once it has waited this share of its "
+        "budget (sla_deadline - submitted_at): cooldowns, eviction limits and W_eff "
+        "protection then give way to it (gpuyield's reading, README: SLA at risk).",
+    )
 
 
 class Topology(WireModel):
@@ -121,6 +129,10 @@ class Job(WireModel):
     progress: float = Field(0.0, ge=0, le=1)
     last_checkpoint_at: float | None = None
     evictions: tuple[float, ...] = ()
+    sla_deadline: float | None = Field(
+        None,
+        description="When the job must have finished (its SLA); null for a job without one.",
+    )
 
     @property
     def gang_min(self) -> int:

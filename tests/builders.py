@@ -91,6 +91,7 @@ class JobBuilder:
     progress_: float = 0.0
     checkpoint_at: float | None = None
     evictions: tuple[float, ...] = ()
+    sla_deadline: float | None = None
 
     def in_queue(self, queue: str) -> Self:
         return replace(self, queue=queue)
@@ -168,6 +169,10 @@ class JobBuilder:
     def evicted_at(self, *times: float) -> Self:
         return replace(self, evictions=tuple(times))
 
+    def due_by(self, deadline: float | None) -> Self:
+        """An SLA: the job must have finished by ``deadline``."""
+        return replace(self, sla_deadline=deadline)
+
     def build(self) -> Job:
         return Job(
             name=self.name,
@@ -182,6 +187,7 @@ class JobBuilder:
             progress=self.progress_,
             last_checkpoint_at=self.checkpoint_at,
             evictions=self.evictions,
+            sla_deadline=self.sla_deadline,
         )
 
 

@@ -82,6 +82,11 @@ def plan(
         f"needs {needed} GPUs for {len(session.to_place)} pod(s); "
         f"{len(eligible)} of {len(session.candidates)} jobs holding GPUs are eligible victims"
     )
+    if session.sla_risk is not None:  # production's claim: the decision says why
+        header += (
+            f"; {session.sla_risk.describe()}: cooldowns, eviction limits and W_eff "
+            "protection give way"
+        )
     if not session.to_place:
         return Plan(
             preemptor=job.name,

@@ -3,6 +3,11 @@
 Each rule is pure and judges one candidate against the session's preemptor.
 A candidate is eligible when no rule refuses it; it is *protected* when a rule
 allows it only as a last resort (rule 3), which the objective then avoids.
+
+A preemptor whose SLA is at risk (``urgency``) overrides three of them: a
+candidate in its cooldown or at its eviction limit is allowed but protected
+(taken only when no plan without it exists), and W_eff protection across
+queues is lifted. Each such verdict says so, so the decision records why.
 """
 
 from __future__ import annotations
@@ -33,6 +38,13 @@ class InCooldown:
         if started is None:
             return Verdict(True, "never started: no cooldown")
         age = max(0.0, session.now - started)  # clock skew counts as no time (0001 §2)
+        if age < cooldown and session.sla_risk is not None:
+            return Verdict(
+                True,
+                "in cooldown (started {:.0f} s ago, cooldown {:.0f} s), overridden: {}",
+                (age, cooldown, session.sla_risk.describe()),
+                protected=True,
+            )
         if age < cooldown:
             return Verdict(
                 False, "in cooldown: started {:.0f} s ago, cooldown is {:.0f} s", (age, cooldown)
@@ -49,6 +61,13 @@ class AtEvictionLimit:
         policy = session.snapshot.policy
         window = policy.eviction_window_s
         recent = sum(1 for e in candidate.job.evictions if 0 <= session.now - e <= window)
+        if recent >= policy.max_evictions and session.sla_risk is not None:
+            return Verdict(
+                True,
+                "at its eviction limit ({} in the last {:.0f} s, limit {}), overridden: {}",
+                (recent, window, policy.max_evictions, session.sla_risk.describe()),
+                protected=True,
+            )
         if recent >= policy.max_evictions:
             return Verdict(
                 False,
@@ -94,6 +113,12 @@ class ReclaimAcrossQueues:
         if refusal is not None:
             return refusal
         theirs = candidate.queue
+        if candidate.w_eff >= session.preemptor_w and session.sla_risk is not None:
+            return Verdict(
+                True,
+                "W_eff {:.1f} >= preemptor's {:.1f}, not protected: {}",
+                (candidate.w_eff, session.preemptor_w, session.sla_risk.describe()),
+            )
         if candidate.w_eff >= session.preemptor_w:
             return Verdict(
                 True,

@@ -130,6 +130,7 @@ def _job(sim: Simulation, job: SimJob, now: float, *, preemptor: bool) -> Job:
         job.progress(),
         None if job.last_checkpoint_at is None else EPOCH + job.last_checkpoint_at,
         tuple(EPOCH + t for t in job.evictions),
+        None if spec.sla_s is None else EPOCH + spec.submit_s + spec.sla_s,
     )
 
 
@@ -152,6 +153,7 @@ def _snapshot_job(
     progress: float,
     last_checkpoint_at: float | None,
     evictions: tuple[float, ...],
+    sla_deadline: float | None,
 ) -> Job:
     return Job(
         name=name,
@@ -166,4 +168,5 @@ def _snapshot_job(
         progress=progress,
         last_checkpoint_at=last_checkpoint_at,
         evictions=evictions,
+        sla_deadline=sla_deadline,
     )
