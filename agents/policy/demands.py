@@ -13,12 +13,30 @@ unschedulable pod. A decided or settled round starts it afresh. A queue's
 backlog of jobs that no eviction may serve (above their queue's guarantee,
 nothing lighter to preempt) otherwise costs one planner call per job per
 cooldown, for as long as the backlog lasts.
+
+A demand with an SLA is never backed off beyond the cooldown: production
+jobs are few (their queue's capability bounds them), and every round one
+of them skips is budget it does not have. One whose SLA is at risk
+(``planner.urgency``) is not even cooled down: it may be planned again
+``at_risk_retry_s`` after its last round (the next scheduling cycle in the
+simulator). A round still in flight holds it back all
+the same: planning again while its victims' pods leave would evict twice for
+one shortage.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
+
+
+class Urgency(Enum):
+    """How long a demand may wait between rounds."""
+
+    NONE = "none"  # cooldown, then the backoff
+    SLA = "sla"  # it has an SLA: the cooldown, never the backoff
+    AT_RISK = "at-risk"  # past its share of the SLA budget: at_risk_retry_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,18 +53,21 @@ class DemandLedger:
     last_round: Mapping[str, float] = field(default_factory=dict)
     backoff_max_s: float | None = None  # None: the cooldown never grows
     failures: Mapping[str, int] = field(default_factory=dict)  # failed rounds in a row
+    at_risk_retry_s: float = 0.0  # the retry delay of a demand whose SLA is at risk
 
-    def may_plan(self, preemptor: str, now: float) -> bool:
+    def may_plan(self, preemptor: str, now: float, *, urgency: Urgency = Urgency.NONE) -> bool:
         flight = self.in_flight.get(preemptor)
         if flight is not None and flight.victims and now < flight.deadline:
             return False
         last = self.last_round.get(preemptor)
-        return last is None or now - last >= self.retry_after(preemptor)
+        return last is None or now - last >= self.retry_after(preemptor, urgency=urgency)
 
-    def retry_after(self, preemptor: str) -> float:
+    def retry_after(self, preemptor: str, *, urgency: Urgency = Urgency.NONE) -> float:
         """Seconds after its last round before ``preemptor`` may be planned for again."""
+        if urgency is Urgency.AT_RISK:
+            return min(self.cooldown_s, self.at_risk_retry_s)
         failed = self.failures.get(preemptor, 0)
-        if self.backoff_max_s is None or failed <= 1:
+        if urgency is Urgency.SLA or self.backoff_max_s is None or failed <= 1:
             return self.cooldown_s
         return min(self.backoff_max_s, self.cooldown_s * 2.0 ** (failed - 1))
 

@@ -13,11 +13,13 @@ and resume from that checkpoint when they fit again.
 from __future__ import annotations
 
 from gpuyield.agents.planner import plan
-from gpuyield.agents.policy.demands import DemandLedger
+from gpuyield.agents.planner.urgency import budget_risk
+from gpuyield.agents.policy.demands import DemandLedger, Urgency
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import Decision, Simulation
 from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_for
-from gpuyield.agents.simulator.state import SimJob
+from gpuyield.agents.simulator.state import Phase, SimJob
+from gpuyield.schemas import Policy
 from gpuyield.schemas.config import ControllerConfig
 
 PLANNER_BUDGET = DEFAULT_CONTROLLER.planner_budget
@@ -40,12 +42,23 @@ class GpuyieldPolicy:
     ) -> None:
         self.budget = config.planner_budget if budget is None else budget
         self.ledger = DemandLedger(
-            cooldown_s=config.demand_retry_s, backoff_max_s=config.demand_backoff_max_s
+            cooldown_s=config.demand_retry_s,
+            backoff_max_s=config.demand_backoff_max_s,
+            at_risk_retry_s=config.sla_risk_retry_s,
         )
         self.decisions = 0
 
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        """Not while the demand ledger holds ``job`` back (cooldown, backoff, round in flight)."""
+        return self.ledger.may_plan(
+            job.name, sim.now, urgency=urgency(job, sim.now, sim.scenario.policy)
+        )
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
-        if not self.ledger.may_plan(job.name, sim.now):
+        if not self.may_decide(sim, job):
+            return None
+        if no_victim_possible(sim, job):
+            self.ledger = self.ledger.tried(job.name, sim.now)  # what the planner would say
             return None
         result = plan(snapshot_for(sim, job), job.name, budget=self.budget)
         if not result.feasible or not result.victims:
@@ -71,3 +84,39 @@ class GpuyieldPolicy:
             sim.now,
             sim.now + sim.scenario.policy.grace_s,
         )
+
+
+def urgency(job: SimJob, now: float, policy: Policy) -> Urgency:
+    """``planner.urgency``'s rule on a simulated job, without building its snapshot.
+
+    The snapshot's times are the simulator's shifted by one epoch, so the
+    planner reaches the same answer; the ledger needs it first, so that a
+    demand with an SLA is never backed off and one at risk is not cooled down.
+    """
+    if job.spec.sla_s is None:
+        return Urgency.NONE
+    deadline = job.spec.submit_s + job.spec.sla_s
+    risk = budget_risk(job.spec.submit_s, deadline, now, policy.sla_risk_share)
+    return Urgency.SLA if risk is None else Urgency.AT_RISK
+
+
+def no_victim_possible(sim: Simulation, job: SimJob) -> bool:
+    """True only when the planner would find no victim for ``job``: skip building its snapshot.
+
+    In an overloaded pool most of a backlog can evict nobody: its queue is
+    above its guarantee (no reclaim: contract rule 3, reading 6, ``job``'s
+    own queue is on its branch), and nothing in its own queue weighs less
+    (rule 2: a same-queue victim's W_eff, never below its priority, must be
+    below the preemptor's weight, its priority when pending and at most
+    priority + beta x progress^2 when suspended). Building a snapshot of the
+    whole cluster for each of them every cycle was most of the run time.
+    """
+    spec = job.spec
+    policy = sim.scenario.policy
+    weight = spec.priority
+    if job.phase is Phase.SUSPENDED:  # its snapshot state; run hours count only when running
+        weight += policy.beta * job.progress() ** 2
+    if any(o.spec.queue == spec.queue and o.spec.priority < weight for o in sim.running()):
+        return False
+    need = len(job.waiting()) * spec.gpus_per_pod
+    return sim.queue_used[spec.queue] + need > sim.tree.guarantee(spec.queue)

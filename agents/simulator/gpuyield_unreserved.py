@@ -45,6 +45,10 @@ class GpuyieldUnreserved:
         self.volcano = VolcanoNative(rng)
         self.gpuyield = GpuyieldPolicy(config)
 
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        """Volcano's actions try every starving job (gpuyield's ledger only holds its own)."""
+        return True
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if job.phase is not Phase.SUSPENDED:
             stock = self.volcano.decide(sim, job)

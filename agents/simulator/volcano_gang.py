@@ -34,6 +34,10 @@ class VolcanoGang:
     def executed(self, sim: Simulation, decision: Decision) -> None:
         """Stock Volcano keeps no state between sessions."""
 
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        """Stock Volcano tries every starving job in every session."""
+        return True
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         return self._round(sim, job, reclaim=False) or self._round(sim, job, reclaim=True)
 
