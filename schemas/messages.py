@@ -270,6 +270,9 @@ class AlertKind(StrEnum):
     RESERVATION_FAILED = "reservation-failed"
     # An input stamped beyond the decider's clock skew bound, or a poisoned clock repaired.
     CLOCK_SKEW = "clock-skew"
+    # A waiting job with an SLA (gpuyield.io/sla-seconds) used sla_risk_share of its budget:
+    # production's claim now overrides cooldowns, eviction limits and W_eff protection.
+    SLA_AT_RISK = "sla-at-risk"
 
 
 class AlertState(StrEnum):

@@ -69,6 +69,8 @@ class JobView:
     started_at: float | None
     unschedulable: bool
     group_phase: str
+    sla_deadline: float | None = None
+    """Creation plus ``gpuyield.io/sla-seconds`` (the PodGroup's, else the Volcano Job's)."""
 
     @property
     def placed(self) -> int:
@@ -209,8 +211,16 @@ def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
             unschedulable=bool(group and group.unschedulable)
             or any(p.unschedulable for p in pod_records if p.node is None),
             group_phase=group_phase,
+            sla_deadline=_sla_deadline(group, vjob),
         )
     return out
+
+
+def _sla_deadline(group: GroupRecord | None, vjob: VJobRecord | None) -> float | None:
+    for record in (group, vjob):
+        if record is not None and record.sla_s is not None and record.created_at is not None:
+            return record.created_at + record.sla_s
+    return None
 
 
 def _planned_pods(job: str, vjob: VJobRecord, existing: list[Pod]) -> list[Pod]:
@@ -327,6 +337,7 @@ def snapshot(
                 progress=progress.progress if progress else 0.0,
                 last_checkpoint_at=progress.last_checkpoint_at if progress else None,
                 evictions=tuple(e for e in evictions if e <= now),
+                sla_deadline=view.sla_deadline,
             )
         )
     return Snapshot(

@@ -85,7 +85,8 @@ from gpuyield.agents.controller.records import (
     YieldRecord,
 )
 from gpuyield.agents.planner import plan
-from gpuyield.agents.policy.demands import DemandLedger, InFlight
+from gpuyield.agents.planner.urgency import budget_risk
+from gpuyield.agents.policy.demands import DemandLedger, InFlight, Urgency
 from gpuyield.agents.policy.livelock import Eviction, Incident, LivelockGuard
 from gpuyield.agents.policy.resume import may_resume
 from gpuyield.schemas import JobState, Plan, Snapshot
@@ -209,7 +210,9 @@ class _Step:
         config = self.config
         if raw is None:
             return DemandLedger(
-                cooldown_s=config.demand_retry_s, backoff_max_s=config.demand_backoff_max_s
+                cooldown_s=config.demand_retry_s,
+                backoff_max_s=config.demand_backoff_max_s,
+                at_risk_retry_s=config.sla_risk_retry_s,
             )
         flights = {}
         if raw.decided_at is not None:
@@ -224,6 +227,7 @@ class _Step:
             in_flight=flights,
             last_round={job: raw.last_round} if raw.last_round is not None else {},
             failures={job: raw.failures} if raw.failures else {},
+            at_risk_retry_s=config.sla_risk_retry_s,
         )
 
     def save_ledger(self, job: str, ledger: DemandLedger) -> None:
@@ -631,7 +635,7 @@ def _decide(s: _Step) -> None:
         if _waits_for_its_round(s, demand.name, yielding_for):
             continue
         ledger = s.ledger(demand.name)
-        if not ledger.may_plan(demand.name, s.now):
+        if not ledger.may_plan(demand.name, s.now, urgency=_urgency(s, demand)):
             continue
         plans += 1
         snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
@@ -653,6 +657,36 @@ def _decide(s: _Step) -> None:
             continue
         _issue(s, demand.name, snapshot, result, ledger)
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
+
+
+def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
+    """How long ``demand`` may wait between rounds (``DemandLedger``).
+
+    A demand with an SLA is never backed off; one that waited past its share
+    of its SLA budget (``planner.urgency``) is not cooled down either, and the
+    incident raises one alert. The planner reads the same risk from the
+    snapshot and lets cooldowns, eviction limits and W_eff protection give way.
+    """
+    if demand.submitted_at is None or demand.sla_deadline is None:
+        return Urgency.NONE
+    risk = budget_risk(
+        demand.submitted_at, demand.sla_deadline, s.now, s.config.policy.sla_risk_share
+    )
+    if risk is None:
+        return Urgency.SLA
+    s.alert(
+        derive_id("sla-at-risk", demand.name, str(demand.submitted_at)),
+        AlertKind.SLA_AT_RISK,
+        f"{demand.name} is still waiting: {risk.describe()}; cooldowns, eviction limits "
+        "and W_eff protection now give way to it",
+        job=demand.name,
+        details={
+            "waited_s": round(risk.waited_s, 3),
+            "budget_s": round(risk.budget_s, 3),
+            "sla_deadline": demand.sla_deadline,
+        },
+    )
+    return Urgency.AT_RISK
 
 
 # -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --

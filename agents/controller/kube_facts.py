@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from gpuyield.schemas.labels import GPU, GROUP_ANNOTATION, JOB_LABEL, PREEMPTABLE
+from gpuyield.schemas.labels import GPU, GROUP_ANNOTATION, JOB_LABEL, PREEMPTABLE, SLA_ANNOTATION
 
 Record = dict[str, Any]
 
@@ -122,6 +122,25 @@ def pod_gpus(pod: Mapping[str, Any]) -> int:
     return total
 
 
+MAX_SLA_S = 366 * 86400.0
+"""An SLA longer than a year is a typo (milliseconds?), not a budget."""
+
+
+def _sla_seconds(meta: Mapping[str, Any]) -> float | None:
+    """``gpuyield.io/sla-seconds``: a positive number of seconds, or absent."""
+    raw = (meta.get("annotations") or {}).get(SLA_ANNOTATION)
+    if raw is None:
+        return None
+    where = f"{meta.get('namespace') or 'default'}/{meta.get('name')}: annotation {SLA_ANNOTATION}"
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        raise FactError(f"{where}: {raw!r} is not a number of seconds") from None
+    if not 0 < value <= MAX_SLA_S:  # also rejects NaN and inf
+        raise FactError(f"{where}: {raw!r} is not between 0 and {MAX_SLA_S:.0f} seconds")
+    return value
+
+
 def _preemptable(meta: Mapping[str, Any]) -> bool:
     for source in (meta.get("annotations") or {}, meta.get("labels") or {}):
         if str(source.get(PREEMPTABLE, "true")).lower() == "false":
@@ -196,6 +215,7 @@ def pod_group_record(group: Mapping[str, Any]) -> Record:
         "unschedulable": unschedulable,
         "created_at": parse_time(meta.get("creationTimestamp")),
         "preemptable": _preemptable(meta),
+        "sla_s": _sla_seconds(meta),
     }
 
 
@@ -222,6 +242,7 @@ def volcano_job_record(job: Mapping[str, Any]) -> Record:
         "created_at": parse_time(meta.get("creationTimestamp")),
         "preemptable": _preemptable(meta),
         "uid": meta.get("uid"),
+        "sla_s": _sla_seconds(meta),
     }
 
 

@@ -87,6 +87,8 @@ class GroupRecord(RecordModel):
     unschedulable: bool
     created_at: float | None = None
     preemptable: bool = True
+    sla_s: float | None = None
+    """``gpuyield.io/sla-seconds``: finish within this long of creation."""
 
 
 class TaskRecord(RecordModel):
@@ -107,6 +109,8 @@ class VJobRecord(RecordModel):
     created_at: float | None = None
     preemptable: bool = True
     uid: str | None = None
+    sla_s: float | None = None
+    """``gpuyield.io/sla-seconds``: finish within this long of creation."""
 
 
 class QueueRecord(RecordModel):

@@ -1,0 +1,105 @@
+"""The live decider gives way to a production job whose SLA is at risk (issue 10).
+
+A Volcano Job annotated ``gpuyield.io/sla-seconds`` has a budget from its
+creation; once it has waited ``sla_risk_share`` of it, the research jobs in
+their cooldown may yield for it, the demand skips its retry backoff, and one
+``sla-at-risk`` alert says so.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cluster_objects import T0
+from harness import NOW, Controller, production_demand, shared_pool
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.kube_facts import FactError, volcano_job_record
+from gpuyield.schemas import Policy
+from gpuyield.schemas import kube_objects as k
+from gpuyield.schemas.labels import SLA_ANNOTATION
+from gpuyield.schemas.messages import AlertKind
+
+HOUR = 3600.0
+# Research has run 6 h (since T0); a cooldown of 8 h spares it from every ordinary demand.
+LONG_COOLDOWN = ControllerConfig(policy=Policy(cooldown_s=8 * HOUR))
+
+
+def fine_tune_with_sla(c: Controller, sla_s: str | None, pods: int = 1) -> None:
+    """The fine-tune's Volcano Job, created at T0 (6 h before NOW), then its demand."""
+    annotations = {SLA_ANNOTATION: sla_s} if sla_s is not None else None
+    c.add(
+        k.a_volcano_job(
+            "ft-llama",
+            namespace="prod",
+            queue="production",
+            replicas=pods,
+            phase="Pending",
+            annotations=annotations,
+            created_at=T0,
+        ),
+        NOW - 30,
+    )
+    production_demand(c, pods=pods)
+
+
+def pool(config: ControllerConfig = LONG_COOLDOWN) -> Controller:
+    c = shared_pool()
+    c.config = config
+    return c
+
+
+def test_without_an_sla_the_cooldown_spares_every_victim() -> None:
+    c = pool()
+    fine_tune_with_sla(c, None)
+    assert c.decisions == []
+
+
+def test_before_its_share_of_the_budget_the_cooldown_still_holds() -> None:
+    c = pool()
+    fine_tune_with_sla(c, str(100 * HOUR))  # 6 h waited of 100 h: 6 % < 10 %
+    assert c.decisions == []
+    assert [a for a in c.alerts if a.kind is AlertKind.SLA_AT_RISK] == []
+
+
+def test_a_job_at_risk_gets_its_victims_despite_their_cooldown() -> None:
+    c = pool()
+    fine_tune_with_sla(c, str(10 * HOUR))  # 6 h waited of 10 h: 60 %
+    (decision,) = c.decisions
+    assert [v.job for v in decision.plan.victims] == ["research/sweep-0"]
+    assert "SLA at risk: waited 21600 s of its 36000 s budget" in decision.plan.explanation[0]
+    assert decision.snapshot.jobs  # the record replays: its snapshot carries the deadline
+    (preemptor,) = (j for j in decision.snapshot.jobs if j.name == "prod/ft-llama")
+    assert preemptor.sla_deadline == T0 + 10 * HOUR
+
+
+def test_the_incident_raises_one_alert_naming_the_budget() -> None:
+    c = pool()
+    fine_tune_with_sla(c, str(10 * HOUR))
+    c.tick(NOW + 60)
+    c.tick(NOW + 120)
+    (alert,) = [a for a in c.alerts if a.kind is AlertKind.SLA_AT_RISK]
+    assert alert.job == "prod/ft-llama"
+    assert alert.details["budget_s"] == 10 * HOUR
+
+
+def test_a_job_at_risk_skips_the_retry_backoff() -> None:
+    # Five 8-GPU pods on 32 GPUs: no plan, whatever is evicted, so rounds keep failing. A
+    # demand not at risk backs off (60 s, 120 s, ...); one at risk is planned every 10 s.
+    config = LONG_COOLDOWN.model_copy(
+        update={"demand_retry_s": 60.0, "demand_backoff_max_s": 3600.0, "sla_risk_retry_s": 10.0}
+    )
+    rounds = {}
+    for sla in (None, str(10 * HOUR)):
+        c = pool(config)
+        fine_tune_with_sla(c, sla, pods=5)
+        for t in range(20, 600, 20):
+            c.tick(NOW + t)
+        rounds[sla] = c.records["demand/prod/ft-llama"]["failures"]
+    assert rounds[None] < rounds[str(10 * HOUR)]
+
+
+@pytest.mark.parametrize("bad", ["soon", "-5", "0", "nan", "inf", str(400 * 86400)])
+def test_an_unreadable_sla_names_the_annotation(bad: str) -> None:
+    job = k.a_volcano_job("ft", namespace="prod", annotations={SLA_ANNOTATION: bad})
+    with pytest.raises(FactError, match=r"prod/ft: annotation gpuyield\.io/sla-seconds"):
+        volcano_job_record(job)
