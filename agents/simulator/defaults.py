@@ -53,9 +53,10 @@ from __future__ import annotations
 
 import json
 
-from gpuyield.schemas import Policy
+from gpuyield.schemas import Policy, Queue
 from gpuyield.schemas.config import ControllerConfig
 from gpuyield.schemas.scenario import DEFAULT_QUEUES, Scenario, WorkloadMix
+from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
 
 PRODUCTION_PRIORITY = 1000
 """Production fine-tuning outranks everything (the contract's examples use 1000):
@@ -241,6 +242,67 @@ DEFAULT_CONTROLLER = ControllerConfig(
 ``gpuyield simulate`` starts from these, then applies the knobs the settings
 set explicitly (``GPUYIELD_<KNOB>`` or the settings file), then a scenario
 file's ``policy`` block: the scenario names what one experiment varies."""
+
+
+OVERLOAD_NODES = 32
+"""The overloaded scenario's pool: half the default's 512 GPUs, for twice the demand."""
+
+OVERLOAD_QUEUE_MAP = "7f04ca=production-core,ee9e8c=research-elastic,*=shared"
+"""The Philly replay's queue mapping (README), used for the overloaded scenario too."""
+
+
+def overload_scenario() -> Scenario:
+    """The Philly fortnight (``--trace-start 28``) on 32 nodes: demand about twice the pool.
+
+    On the default 512 GPUs the trace's jobs would hold 92 % of the pool if
+    each started when submitted; on 256 they would hold 184 %, so backlogs
+    grow for days and every policy must choose whom to serve. The queues are
+    the default's, scaled to the smaller pool so that each keeps its role:
+
+    - production-core: guarantee and capability 160 GPUs, not reclaimable.
+      Its virtual cluster's demand has a p99 of 144 GPUs, so it fits its
+      capability: what it waits for is GPUs others borrowed, as in the
+      default scenario (a capability below its demand would make production
+      wait for itself, under every policy alike).
+    - research-elastic: guarantee 16, capability 128 (its largest jobs are
+      128-GPU gangs), reclaimable.
+    - shared: guarantee 64, capability 256, reclaimable: everyone else.
+
+    Guarantees add up to 240 of the 256 GPUs. Everything else (policy,
+    timers, retry budget) is the default scenario's. Run it with
+    ``gpuyield simulate --scenario examples/scenario-overload.json --trace
+    ../shared/traces/philly/philly_jobs.csv --trace-start 28 --queue-map
+    OVERLOAD_QUEUE_MAP``.
+    """
+    queues = (
+        Queue(
+            name="production-core",
+            weight=80,
+            guarantee=GpuAmount(gpu=160),
+            capability=GpuLimit(gpu=160),
+            reclaimable=False,
+        ),
+        Queue(
+            name="research-elastic",
+            weight=20,
+            guarantee=GpuAmount(gpu=16),
+            capability=GpuLimit(gpu=128),
+            reclaimable=True,
+        ),
+        Queue(
+            name="shared",
+            weight=40,
+            guarantee=GpuAmount(gpu=64),
+            capability=GpuLimit(gpu=256),
+            reclaimable=True,
+        ),
+    )
+    return default_scenario().model_copy(update={"nodes": OVERLOAD_NODES, "queues": queues})
+
+
+def render_overload_scenario() -> str:
+    """The text of ``examples/scenario-overload.json``: the overloaded scenario, dumped."""
+    return json.dumps(overload_scenario().model_dump(mode="json"), indent=2) + "\n"
 
 
 def render_default_scenario() -> str:
