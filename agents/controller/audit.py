@@ -31,6 +31,7 @@ from gpuyield.schemas.messages import (
     KubeEvent,
     KubeKind,
     Reservation,
+    RoundOutcome,
     YieldAck,
     YieldCommand,
     YieldOutcome,
@@ -158,13 +159,21 @@ def _considered(decision: Decision, job: str) -> Considered | None:
     plan = decision.plan
     base: dict[str, Any] = {"decision_id": decision.decision_id, "at": decision.decided_at}
     if decision.demand == job:
-        resume = not plan.victims and bool(decision.commands)
+        resume = (
+            decision.outcome is RoundOutcome.RESUME
+            if decision.outcome is not None
+            else plan is not None and not plan.victims and bool(decision.commands)
+        )
+        explained = "; ".join(plan.explanation[-1:]) if plan is not None else ""
+        outcome = f"{decision.outcome.value}: " if decision.outcome is not None else ""
         return Considered(
             **base,
             preemptor=job,
             role="resumed" if resume else "preemptor",
-            rule="; ".join(plan.explanation[-1:]) or ("resumed" if resume else ""),
+            rule=f"{outcome}{decision.reason or explained}" or ("resumed" if resume else ""),
         )
+    if plan is None:
+        return None
     for victim in plan.victims:
         if victim.job == job:
             return Considered(

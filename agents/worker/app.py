@@ -41,6 +41,7 @@ from faust.types import EventT
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input
+from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
@@ -65,6 +66,7 @@ from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
     ALERTS,
     DEAD_LETTERS,
+    DECIDER_JOURNAL,
     DECISIONS,
     HEARTBEATS,
     JOB_PROGRESS,
@@ -174,6 +176,7 @@ def build_app(
     alerts = topic(ALERTS)
     reservations = topic(RESERVATIONS)
     dead_letters = topic(DEAD_LETTERS)
+    journal = topic(DECIDER_JOURNAL)
 
     # use_partitioner: a batch mixes partitions, so a record's changelog
     # partition comes from its key (as the heartbeats' producers chose it),
@@ -250,11 +253,22 @@ def build_app(
         options.reservation_enforcer, options.reservation_reconcile_s
     )
 
+    journaller = Journal(config)
+
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             message = event.message
             origin = f"{message.topic}/{message.partition}/{message.offset}"
+            # The order of the inputs, for replays: journalled before the step runs.
+            entry = journaller.entry(
+                message.topic,
+                message.partition,
+                message.offset,
+                TableView(decider_table),
+                time.time(),
+            )
+            await journal.send(key=b"decider", value=encode(entry))
             outcome = decide(decider_table, models[message.topic], event.value, origin, config)
             if isinstance(outcome, str):
                 await reject(event, outcome)

@@ -26,6 +26,9 @@ class Controller:
     config: ControllerConfig = field(default_factory=ControllerConfig)
     records: dict[str, Any] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
+    """The decisions that acted: a yield or a resume (``rounds`` has every one)."""
+    rounds: list[Decision] = field(default_factory=list)
+    """Every decision on the record, the rounds that found no plan or were skipped too."""
     commands: list[YieldCommand] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
@@ -39,7 +42,8 @@ class Controller:
                 self.records.pop(key, None)
             else:
                 self.records[key] = value
-        self.decisions += outcome.decisions
+        self.rounds += outcome.decisions
+        self.decisions += (d for d in outcome.decisions if d.commands)
         self.commands += outcome.commands
         self.alerts += outcome.alerts
         self.reservations += outcome.reservations
