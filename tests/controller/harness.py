@@ -78,9 +78,9 @@ class Controller:
 NOW = T0 + 6 * 3600  # research has run six hours
 
 
-def shared_pool(nodes: int = 4) -> Controller:
+def shared_pool(nodes: int = 4, c: Controller | None = None) -> Controller:
     """A 4 x 8-GPU pool: production guaranteed 16 GPUs, research borrowing all 32."""
-    c = Controller()
+    c = c if c is not None else Controller()
     at = NOW - 60
     for i in range(nodes):
         c.add(node(f"gpu-{i:02d}"), at)
