@@ -8,18 +8,16 @@ worker is stopped before the replay, so everything it took is published.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaConsumer
 from live_worker import publish, read_until
 from test_worker import NOW, demand_events, keyed, pool_events, wait_for_view
 from typer.testing import CliRunner, Result
 
 from gpuyield.cli import app
 from gpuyield.schemas.messages import Heartbeat
-from gpuyield.streams.archive import Archive, Archiver
+from gpuyield.streams.archive import archive_until_caught_up
 from gpuyield.streams.topics import registry
 
 pytestmark = pytest.mark.slow
@@ -27,23 +25,6 @@ pytestmark = pytest.mark.slow
 
 def replay(env: dict[str, str], *args: str) -> Result:
     return CliRunner(env=env).invoke(app, ["replay", "--json", *args])
-
-
-def archive_everything(bootstrap: str, prefix: str, out: Path) -> None:
-    """What ``gpuyield archive`` does, until it has caught up."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=f"{prefix}archive",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    archiver = Archiver(consumer, Archive(str(out)), [s.name for s in registry(prefix=prefix)])
-    archiver.assign()
-    idle_since = time.monotonic()
-    while time.monotonic() - idle_since < 1.0:
-        if archiver.poll(timeout_ms=200):
-            idle_since = time.monotonic()
-    archiver.close()
 
 
 async def test_a_recorded_worker_run_replays_with_zero_differences(
@@ -90,7 +71,10 @@ async def test_a_recorded_worker_run_replays_with_zero_differences(
     assert {i["status"] for i in report["items"]} == {"identical"}
     assert sum(1 for i in report["items"] if i["kind"] == "command") == 2
 
-    archive_everything(kafka_bootstrap, topic_prefix, tmp_path / "archive")
+    topics = [spec.name for spec in registry(prefix=topic_prefix)]
+    archive_until_caught_up(
+        {"bootstrap_servers": kafka_bootstrap}, str(tmp_path / "archive"), topics
+    )
     from_archive = replay(env, "--archive", str(tmp_path / "archive"))
     assert from_archive.exit_code == 0, from_archive.output
     assert json.loads(from_archive.stdout)["items"] == report["items"]
