@@ -155,7 +155,8 @@ def _event_job(event: KubeEvent) -> str | None:
     return None
 
 
-def _considered(decision: Decision, job: str) -> Considered | None:
+def considered(decision: Decision, job: str) -> Considered | None:
+    """How ``decision`` weighed ``job`` (its demand, a victim, spared, ineligible), or None."""
     plan = decision.plan
     base: dict[str, Any] = {"decision_id": decision.decision_id, "at": decision.decided_at}
     if decision.demand == job:
@@ -216,7 +217,7 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
     first_step: int | None = None
     last_beat: Heartbeat | None = None
     checkpoints: set[int] = set()
-    considered: list[Considered] = []
+    weighed: list[Considered] = []
     commands: dict[str, YieldCommand] = {}
     acks: dict[str, YieldAck] = {}
     suspended: list[float] = []
@@ -259,10 +260,10 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
             if message.last_checkpoint_step is not None:
                 checkpoints.add(message.last_checkpoint_step)
         elif isinstance(message, Decision):
-            entry = _considered(message, job)
+            entry = considered(message, job)
             if entry is not None:
                 messages += 1
-                considered.append(entry)
+                weighed.append(entry)
         elif isinstance(message, YieldCommand):
             if message.job == job:
                 messages += 1
@@ -327,7 +328,7 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
         finished_at=finished,
         final_phase=final,
         progress=progress,
-        considered=tuple(considered),
+        considered=tuple(weighed),
         yields=tuple(yields),
         suspended_at=tuple(suspended),
         resumed=tuple(resumed),

@@ -44,6 +44,7 @@ from gpuyield.agents.controller.decider import Input
 from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.job_events import write_events
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
     OutcomeSinks,
@@ -62,6 +63,7 @@ from gpuyield.schemas.messages import (
     YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.kube_job_events import EventWriter
 from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
     ALERTS,
@@ -128,6 +130,13 @@ class WorkerOptions:
     """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
 
     reservation_reconcile_s: float = 30.0
+
+    event_writer: EventWriter | None = None
+    """Writes a Kubernetes Event on each Volcano Job a decision yields, spares or resumes;
+    None: no Kubernetes access (as before)."""
+
+    instance: str = "gpuyield-worker"
+    """The Events' ``reportingInstance``: this worker (its pod's name in a cluster)."""
 
 
 def build_app(
@@ -282,6 +291,13 @@ def build_app(
             if failed:
                 outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
             await publish_outcome(outcome, sinks)
+            if options.event_writer is not None and outcome.decisions:
+                await write_events(
+                    options.event_writer,
+                    outcome.decisions,
+                    TableView(decider_table),
+                    options.instance,
+                )
             if publish_view is not None:
                 now = time.time()
                 if outcome.decisions or now - last_view[0] >= view_every_s:

@@ -406,8 +406,11 @@ def test_the_watchers_role_covers_every_watched_resource(base: tuple[Doc, ...]) 
     assert not {verb for _, _, verb in rules} - {"get", "list", "watch"}, "read-only"
 
 
-def test_the_workers_role_grants_exactly_the_reservation_calls(base: tuple[Doc, ...]) -> None:
-    """Taints on nodes, tolerations on pods: read and patch, nothing else (no watch, no delete)."""
+def test_the_workers_role_grants_exactly_the_reservation_and_event_calls(
+    base: tuple[Doc, ...],
+) -> None:
+    """Taints on nodes, tolerations on pods: read and patch, nothing else (no watch, no
+    delete); Events on the Volcano Jobs: create only."""
     rules = _rules(named(base, "ClusterRole", "gpuyield-worker"))
     assert rules == {
         ("", "nodes", "get"),
@@ -416,6 +419,7 @@ def test_the_workers_role_grants_exactly_the_reservation_calls(base: tuple[Doc, 
         ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "patch"),
+        ("events.k8s.io", "events", "create"),
     }
     binding = named(base, "ClusterRoleBinding", "gpuyield-worker")
     assert binding["subjects"] == [
