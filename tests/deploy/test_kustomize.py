@@ -395,9 +395,7 @@ def test_the_archiver_is_one_replica_writing_to_its_own_volume(base: tuple[Doc, 
     mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     claim = volumes[mounts[out]]["persistentVolumeClaim"]["claimName"]
-    assert named(base, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == [
-        "ReadWriteOnce"
-    ]
+    assert named(base, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteOnce"]
     # It reads Kafka and writes files: no Kubernetes token, no role.
     assert pod["automountServiceAccountToken"] is False
     account = pod["serviceAccountName"]
