@@ -630,7 +630,9 @@ def _demands(views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
     )
 
 
-PLANNED = frozenset({RoundOutcome.YIELD, RoundOutcome.NO_VICTIMS, RoundOutcome.UNSERVABLE})
+PLANNED = frozenset(
+    o.value for o in (RoundOutcome.YIELD, RoundOutcome.NO_VICTIMS, RoundOutcome.UNSERVABLE)
+)
 
 
 def _skip(s: _Step, demand: str, outcome: RoundOutcome, reason: str) -> None:
@@ -639,8 +641,8 @@ def _skip(s: _Step, demand: str, outcome: RoundOutcome, reason: str) -> None:
     a round with another outcome. The cooldown that follows a planner round is that
     round's own (its decision says when the next one comes): not recorded again."""
     record = s.view.typed(DEMAND + demand, DemandRecord)
-    noted = RoundOutcome(record.noted) if record is not None and record.noted else None
-    if noted is outcome or (outcome is RoundOutcome.SKIPPED_COOLDOWN and noted in PLANNED):
+    noted = record.noted if record is not None else None
+    if noted == outcome.value or (outcome is RoundOutcome.SKIPPED_COOLDOWN and noted in PLANNED):
         return
     s.record(demand, outcome, reason, decision_id=derive_id("skip", s.origin, demand))
 
