@@ -350,7 +350,9 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
                 for tp, records in batch.items():
                     for r in records:
                         if tp == decisions_tp:
-                            decision = Decision.model_validate_json(r.value)
+                            found = Decision.model_validate_json(r.value)
+                            if found.commands:  # the yield, not a round that was skipped
+                                decision = found
                         else:
                             commands.append(YieldCommand.model_validate_json(r.value))
                 if commands and first_seen is None:

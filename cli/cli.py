@@ -23,6 +23,7 @@ from gpuyield.cli_render import explain_table
 from gpuyield.config_command import config_command
 from gpuyield.demo_command import demo_command
 from gpuyield.node_agent_command import node_agent_command
+from gpuyield.replay_command import replay_command
 from gpuyield.schemas.export import write_schemas
 from gpuyield.simulate_command import simulate_command
 from gpuyield.status_command import status_command
@@ -88,6 +89,7 @@ app.command("node-agent")(node_agent_command)
 app.command("demo")(demo_command)
 app.command("archive")(archive_command)
 app.command("audit")(audit_command)
+app.command("replay")(replay_command)
 app.command("alerts")(alerts_command)
 app.command("config")(config_command)
 

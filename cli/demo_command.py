@@ -43,6 +43,7 @@ from gpuyield.agents.demo.tally import LOG_LINES
 from gpuyield.cli_io import fail
 from gpuyield.schemas.simulation import PolicyMetrics
 from gpuyield.service_io import traced_settings_or_fail
+from gpuyield.streams.archive import Archive
 from gpuyield.streams.embedded import EmbeddedServiceError
 
 REFRESH_S = 0.25
@@ -64,6 +65,13 @@ def demo_command(
     keep: Annotated[
         bool, typer.Option("--keep", help="Keep the working directory (logs, checkpoints).")
     ] = False,
+    archive: Annotated[
+        str | None,
+        typer.Option(
+            "--archive",
+            help="Keep the run's archive in DIR (or an fsspec URL), for gpuyield audit and replay.",
+        ),
+    ] = None,
 ) -> None:
     """Run gpuyield end to end on this machine: a simulated Volcano cluster, real yields."""
     rng = random.Random(seed)  # noqa: S311 -- a seeded workload, not security
@@ -90,7 +98,12 @@ def demo_command(
     if not as_json:
         for line in describe(scenario):
             console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
-    demo = Demo(DemoOptions(scenario, workdir, train_tiny))
+    if archive is not None:
+        try:
+            Archive(archive)
+        except (ValueError, ImportError, OSError) as exc:
+            fail(f"--archive {archive}: {exc}")
+    demo = Demo(DemoOptions(scenario, workdir, train_tiny, archive))
     try:
         result = asyncio.run(_play(demo, console, quiet=as_json))
     except KeyboardInterrupt:
@@ -114,6 +127,8 @@ def demo_command(
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
     else:
         _summary(Console(), scenario, result, metrics, days)
+    if archive is not None:
+        console.print(f"the run's archive is in {archive} (gpuyield replay --archive)", style="dim")
     if keep:
         console.print(f"kept {workdir}", style="dim")
     else:

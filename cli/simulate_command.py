@@ -31,6 +31,7 @@ from rich.table import Table
 from gpuyield.agents.simulator import DEFAULT_POLICIES, POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
 from gpuyield.agents.simulator.jobs import JobSpec
+from gpuyield.agents.simulator.recorded import NothingRecorded, RecordedWorkload, recorded_workload
 from gpuyield.agents.simulator.scenario_file import read_scenario_file
 from gpuyield.agents.simulator.targets import BASELINE, check_targets
 from gpuyield.agents.simulator.trace import parse_queue_map, parse_trace, read_trace_text
@@ -39,10 +40,14 @@ from gpuyield.cli_io import fail
 from gpuyield.report import METRIC_ROWS, queue_rows, target_rows, write_report
 from gpuyield.schemas import InputError
 from gpuyield.schemas.config import ControllerConfig, with_knobs
+from gpuyield.schemas.decoding import MessageError, decode
+from gpuyield.schemas.messages import JobProgress, KubeEvent
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 from gpuyield.service_io import traced_settings_or_fail
+from gpuyield.streams.archive import Archive
 from gpuyield.streams.settings import knob_error_line
+from gpuyield.streams.topics import JOB_PROGRESS, KUBE_EVENTS
 
 
 def simulate_command(
@@ -89,6 +94,14 @@ def simulate_command(
             "environment's, apply under the scenario file's.",
         ),
     ] = None,
+    from_archive: Annotated[
+        str | None,
+        typer.Option(
+            "--from-archive",
+            help="Simulate the jobs and the cluster of a recorded run (gpuyield archive's DIR): "
+            "the closed-loop counterpart of gpuyield replay --policy.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -101,7 +114,13 @@ def simulate_command(
     knobs = _knobs(config)
     try:
         chosen = _scenario(scenario, nodes, gpus_per_node, days, seed, knobs)
-        jobs, dropped = _jobs(chosen, trace, queue_map, trace_start)
+        if from_archive is not None:
+            if trace is not None:
+                raise InputError("--from-archive and --trace: choose one workload")
+            recorded = _recorded(from_archive, chosen, config)
+            chosen, jobs, dropped = recorded.scenario, recorded.jobs, 0
+        else:
+            jobs, dropped = _jobs(chosen, trace, queue_map, trace_start)
     except InputError as exc:
         fail(str(exc))
     if report is not None:
@@ -182,6 +201,30 @@ def _scenario(
         if v is not None
     }
     return Scenario.model_validate({**base.model_dump(), **overrides}) if overrides else base
+
+
+def _recorded(url: str, base: Scenario, config: Path | None) -> RecordedWorkload:
+    """The workload of the archive at ``url`` (its watch events and job progress)."""
+    prefix = traced_settings_or_fail(config).settings.topic_prefix
+    events_topic, progress_topic = prefix + KUBE_EVENTS, prefix + JOB_PROGRESS
+    try:
+        columns = Archive(url).read([events_topic, progress_topic]).to_pydict()
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--from-archive {url}: {exc}") from None
+    events: list[KubeEvent] = []
+    progress: list[JobProgress] = []
+    for topic, value in zip(columns["topic"], columns["value"], strict=True):
+        try:
+            if topic == events_topic:
+                events.append(decode(KubeEvent, value))
+            else:
+                progress.append(decode(JobProgress, value))
+        except MessageError:
+            continue  # the decider dead-lettered it too
+    try:
+        return recorded_workload(events, progress, base)
+    except NothingRecorded as exc:
+        raise InputError(f"--from-archive {url}: {exc}") from None
 
 
 def _jobs(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
+from gpuyield.streams.kube_job_events import EventWriter
 from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.live_view_store import LiveViewWriter
@@ -105,19 +107,30 @@ def volcano_conf_key(settings: Settings) -> ConfigMapKey:
     )
 
 
-def reservation_enforcer(settings: Settings) -> ReservationEnforcer | None:
-    """The enforcer when the settings give the worker Kubernetes access; exits 2 if unusable."""
-    if not settings.kube_reservations:
-        return None
+def _kube_client(settings: Settings, variable: str) -> kubernetes.client.ApiClient:
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
     try:
         configuration = load_kube_configuration(kubeconfig, settings.kube_context)
     except (ConfigException, OSError, ValueError) as exc:
         fail(
-            "GPUYIELD_KUBE_RESERVATIONS is on, but the Kubernetes configuration cannot be "
+            f"{variable} is on, but the Kubernetes configuration cannot be "
             f"loaded: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
         )
-    return ReservationEnforcer(kubernetes.client.ApiClient(configuration))
+    return kubernetes.client.ApiClient(configuration)
+
+
+def reservation_enforcer(settings: Settings) -> ReservationEnforcer | None:
+    """The enforcer when the settings give the worker Kubernetes access; exits 2 if unusable."""
+    if not settings.kube_reservations:
+        return None
+    return ReservationEnforcer(_kube_client(settings, "GPUYIELD_KUBE_RESERVATIONS"))
+
+
+def event_writer(settings: Settings) -> EventWriter | None:
+    """The Kubernetes Event writer when ``kube_events`` is on; exits 2 if unusable."""
+    if not settings.kube_events:
+        return None
+    return EventWriter(_kube_client(settings, "GPUYIELD_KUBE_EVENTS"))
 
 
 def controller_config(settings: Settings) -> ControllerConfig:
@@ -139,6 +152,7 @@ def worker_command(
     settings = settings_or_fail(config)
     configure_logging(loglevel)
     enforcer = reservation_enforcer(settings)  # before any service starts: fail fast
+    events = event_writer(settings)
     try:
         with services(settings) as endpoints:
             prefix = settings.topic_prefix
@@ -171,6 +185,8 @@ def worker_command(
                     data_dir=str(Path(settings.state_dir) / "faust"),
                     reservation_enforcer=enforcer,
                     reservation_reconcile_s=settings.reservation_reconcile_s,
+                    event_writer=events,
+                    instance=socket.gethostname(),
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

@@ -39,6 +39,9 @@ def _not_a_boolean(value: Any) -> Any:
 FormatVersion = Annotated[Literal[1], BeforeValidator(_not_a_boolean)]
 """A document's format version: the number 1 (never ``true``)."""
 
+FormatVersion1or2 = Annotated[Literal[1, 2], BeforeValidator(_not_a_boolean)]
+"""The version of a document with a second format (``Decision``): 1 or 2, never ``true``."""
+
 
 class WireModel(BaseModel):
     """A frozen, strictly-typed document that ignores unknown fields."""

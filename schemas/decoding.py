@@ -8,7 +8,7 @@ what a dead letter records and an operator reads.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,6 +17,15 @@ from gpuyield.schemas.errors import explain_validation_error
 M = TypeVar("M", bound=BaseModel)
 
 KNOWN_VERSIONS = (1,)
+
+
+def known_versions(model: type[BaseModel]) -> tuple[int, ...]:
+    """The format versions ``model`` reads: its ``v`` field's literals (``Decision``: 1 and 2)."""
+    field = model.model_fields.get("v")
+    found = get_args(field.annotation) if field is not None else ()
+    return tuple(v for v in found if isinstance(v, int) and not isinstance(v, bool)) or (
+        KNOWN_VERSIONS
+    )
 
 
 class MessageError(ValueError):
@@ -45,10 +54,11 @@ def decode(model: type[M], raw: bytes | str | None) -> M:
     if not isinstance(doc, dict):
         raise MessageError(f"not a JSON object (got {type(doc).__name__})")
     version = doc.get("v", 1)
-    if isinstance(version, bool) or version not in KNOWN_VERSIONS:
+    known = known_versions(model)
+    if isinstance(version, bool) or version not in known:
         raise MessageError(
             f"unknown format version {json.dumps(version)[:20]} for {model.__name__} "
-            f"(this reader knows {', '.join(map(str, KNOWN_VERSIONS))})"
+            f"(this reader knows {', '.join(map(str, known))})"
         )
     raise MessageError(f"{model.__name__}: {explain_validation_error(failure)}")
 

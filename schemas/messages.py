@@ -12,9 +12,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from gpuyield.schemas.base import FormatVersion, WireModel
+from gpuyield.schemas.base import FormatVersion, FormatVersion1or2, WireModel
+from gpuyield.schemas.config import ControllerConfig
 from gpuyield.schemas.plan import Plan
 from gpuyield.schemas.snapshot import Snapshot
 
@@ -203,22 +204,102 @@ class YieldAck(WireModel):
     acked_at: UnixTime
 
 
+class RoundOutcome(StrEnum):
+    """What one decider round for a demand (or a suspended job's resume) came to.
+
+    The first four ran the planner; the ``skipped-*`` ones did not, and their
+    decision carries no snapshot or plan (format v2, see ``Decision``).
+    """
+
+    YIELD = "yield"  # victims chosen: yield commands issued
+    RESUME = "resume"  # a suspended job fits again: a resume command issued
+    NO_VICTIMS = "no-victims"  # it fits without evicting anyone: left to Volcano
+    UNSERVABLE = "unservable"  # no plan, even evicting every eligible job
+    SKIPPED_YIELDING = "skipped-yielding"  # its previous round's victims are still leaving
+    SKIPPED_HELD = "skipped-held"  # GPUs are held for it until Volcano places it
+    SKIPPED_COOLDOWN = "skipped-cooldown"  # planned lately: the retry cooldown (or backoff) runs
+
+
 class Decision(WireModel):
-    """One planner run, with everything needed to explain and replay it.
+    """One decider round for one demand, with everything needed to explain and replay it.
 
     ``snapshot`` is the planner's whole input and ``plan`` its whole output
     (candidates and verdicts included), so ``gpuyield plan`` on the snapshot
-    gives the same plan byte for byte. Keyed by the preemptor.
+    gives the same plan byte for byte. Keyed by the demand.
+
+    Every round that considered a demand is one decision (``outcome``): the
+    yields and resumes, and also the rounds that found no plan or were
+    skipped, with ``reason``. A skipped round ran no planner, so it has no
+    snapshot and no plan: it is written as format ``v: 2``, which a reader
+    that knows only v1 refuses (to its dead letters) rather than guesses at.
+    A decision that ran the planner stays v1, readable as before: the fields
+    added since (``outcome``, ``reason``, ``origin``) are ones a v1 reader
+    ignores. ``origin`` is the position of the input whose step made it
+    (``topic/partition/offset``), which ``gpuyield replay`` matches on.
     """
 
-    v: FormatVersion = 1
+    v: FormatVersion1or2 = 1
     decision_id: str = NonEmpty
     demand: str = NonEmpty
     decided_at: UnixTime
-    snapshot: Snapshot
-    plan: Plan
+    snapshot: Snapshot | None = None
+    plan: Plan | None = None
     commands: tuple[str, ...] = ()
     skipped: str = Field("", description="Why no command was issued although the plan evicts.")
+    outcome: RoundOutcome | None = Field(
+        None, description="None in decisions written before it existed: a yield or a resume."
+    )
+    reason: str = Field("", description="Why the round came to its outcome, in words.")
+    origin: str = Field("", description="The input's position, topic/partition/offset.")
+
+    @model_validator(mode="after")
+    def _version_fits(self) -> Decision:
+        planned = self.snapshot is not None and self.plan is not None
+        if self.v == 1 and not planned:
+            raise ValueError("a v1 decision carries its snapshot and plan (v2: a skipped round)")
+        if self.v == 2 and (self.snapshot is not None or self.plan is not None):
+            raise ValueError("a v2 decision is a skipped round: no snapshot and no plan")
+        return self
+
+
+class JournalStart(WireModel):
+    """What the decider's table held when a worker took the decider over (or started it).
+
+    ``records == 0`` is the empty table of a new deployment: a replay can
+    start there. A later start (a restart, a new owner after a rebalance)
+    names the table it recovered by its ``digest``, so a replay checks that
+    it rebuilt the same state. ``config`` is the decider's configuration
+    then: a replay decides under it unless told otherwise (a what-if).
+    """
+
+    records: Count
+    digest: str = NonEmpty
+    config: ControllerConfig
+
+
+class JournalEntry(WireModel):
+    """One input the decider took, in the order it took them (``gpuyield.decider-journal``).
+
+    The decider reads four single-partition topics as one stream; the order
+    in which they were interleaved exists nowhere else. Each input it
+    processes is journalled first, by its position (``topic``, ``partition``,
+    ``offset``, the topic with any deployment prefix, as the input's
+    ``origin`` names it), so ``gpuyield replay`` can feed the same inputs to
+    the pure step in the same order. ``start`` is set on the first input a
+    worker processes as the decider's owner.
+    """
+
+    v: FormatVersion = 1
+    topic: str = NonEmpty
+    partition: Count
+    offset: Count
+    at: UnixTime = Field(description="When the decider took it, by its worker's clock.")
+    start: JournalStart | None = None
+
+    @property
+    def origin(self) -> str:
+        """The step's ``origin`` for this input: ``topic/partition/offset``."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
 
 
 class ReservationState(StrEnum):

@@ -375,3 +375,40 @@ class Archiver:
     def close(self) -> None:
         self.flush()
         self.consumer.close()
+
+
+def archive_until_caught_up(
+    client_kwargs: Mapping[str, Any],
+    out: str,
+    topics: Sequence[str],
+    *,
+    group_id: str = "gpuyield-archive",
+    idle_s: float = 1.0,
+    timeout_s: float = 120.0,
+) -> list[str]:
+    """Archive ``topics`` to ``out`` until nothing new comes for ``idle_s``; the files written.
+
+    The one-shot form of ``gpuyield archive``, for a run that is over (``gpuyield
+    demo --archive``): the same ``Archiver``, so the same files and the same
+    resumption from them.
+    """
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        **client_kwargs,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        client_id="gpuyield-archive",
+    )
+    archiver = Archiver(consumer, Archive(out), topics)
+    try:
+        archiver.assign()
+        deadline = time.monotonic() + timeout_s
+        idle_since = time.monotonic()
+        while time.monotonic() - idle_since < idle_s and time.monotonic() < deadline:
+            if archiver.poll(timeout_ms=200):
+                idle_since = time.monotonic()
+    finally:
+        archiver.close()
+    return archiver.written

@@ -352,6 +352,15 @@ class Settings(BaseSettings):
             "service account in a cluster, else the kubeconfig below. Default: off."
         ),
     )
+    kube_events: bool = Field(
+        False,
+        description=(
+            "Write a Kubernetes Event (events.k8s.io/v1) on each Volcano Job a decision "
+            "yields (GracefulYield), spares (Spared) or resumes (Resumed), with the preemptor "
+            "and the rule: kubectl describe vcjob shows why. Needs the same Kubernetes access "
+            "as kube_reservations. Default: off."
+        ),
+    )
     kubeconfig: Path | None = Field(
         None,
         description=(

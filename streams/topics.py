@@ -25,6 +25,7 @@ from gpuyield.schemas.messages import (
     Decision,
     Heartbeat,
     JobProgress,
+    JournalEntry,
     KubeEvent,
     Reservation,
     Tick,
@@ -44,6 +45,11 @@ DEAD_LETTERS = "gpuyield.dead-letters"
 JOB_PROGRESS = "gpuyield.job-progress"
 TICKS = "gpuyield.ticks"
 RESERVATIONS = "gpuyield.reservations"
+DECIDER_JOURNAL = "gpuyield.decider-journal"
+
+INPUT_RETENTION_MS = 7 * 24 * 60 * 60 * 1000  # seven days
+"""How long the decider's inputs and its journal are kept: what ``gpuyield replay``
+reads from Kafka (the archive keeps them for longer)."""
 
 DEFAULT_PARTITIONS = 8
 HOUR_MS = 60 * 60 * 1000
@@ -111,7 +117,7 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             value_type=KubeEvent,
             partitions=1,
             cleanup_policy="delete",
-            retention_ms=7 * DAY_MS,
+            retention_ms=INPUT_RETENTION_MS,
             why=(
                 "The decider needs the whole cluster in one ordered stream; the watchers "
                 "relist on start, so a week covers replays and audits."
@@ -159,7 +165,7 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             value_type=YieldAck,
             partitions=1,
             cleanup_policy="delete",
-            retention_ms=7 * DAY_MS,
+            retention_ms=INPUT_RETENTION_MS,
             why="The decider reads the acks next to the cluster events, in one ordered stream.",
         ),
         TopicSpec(
@@ -185,11 +191,11 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             key="the job (namespace/name)",
             value_type=JobProgress,
             partitions=1,
-            cleanup_policy="compact",
-            retention_ms=None,
+            cleanup_policy="delete",
+            retention_ms=INPUT_RETENTION_MS,
             why=(
-                "Internal: the progress agents forward each job's summary to the decider, a few "
-                "per job per minute; compacted, since only a job's latest summary matters."
+                "The progress agents forward each job's summary to the decider, a few per job "
+                "per minute; a decider input, so kept whole (not compacted) for replays."
             ),
         ),
         TopicSpec(
@@ -210,8 +216,23 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             value_type=Tick,
             partitions=1,
             cleanup_policy="delete",
-            retention_ms=60 * 60 * 1000,
-            why="Internal: the passage of time for the decider's deadlines; an hour is plenty.",
+            retention_ms=INPUT_RETENTION_MS,
+            why=(
+                "The passage of time for the decider's deadlines; a decider input, so kept as "
+                "long as the others for replays."
+            ),
+        ),
+        TopicSpec(
+            DECIDER_JOURNAL,
+            key="the constant 'decider'",
+            value_type=JournalEntry,
+            partitions=1,
+            cleanup_policy="delete",
+            retention_ms=INPUT_RETENTION_MS,
+            why=(
+                "The order in which the decider took its four input topics: what "
+                "gpuyield replay feeds its step in; kept as long as the inputs."
+            ),
         ),
     )
     return tuple(replace(spec, name=prefix + spec.name) for spec in specs) if prefix else specs

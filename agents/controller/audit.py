@@ -32,6 +32,7 @@ from gpuyield.schemas.messages import (
     KubeEvent,
     KubeKind,
     Reservation,
+    RoundOutcome,
     YieldAck,
     YieldCommand,
     YieldOutcome,
@@ -154,17 +155,26 @@ def _event_job(event: KubeEvent) -> str | None:
     return None
 
 
-def _considered(decision: Decision, job: str) -> Considered | None:
+def considered(decision: Decision, job: str) -> Considered | None:
+    """How ``decision`` weighed ``job`` (its demand, a victim, spared, ineligible), or None."""
     plan = decision.plan
     base: dict[str, Any] = {"decision_id": decision.decision_id, "at": decision.decided_at}
     if decision.demand == job:
-        resume = not plan.victims and bool(decision.commands)
+        resume = (
+            decision.outcome is RoundOutcome.RESUME
+            if decision.outcome is not None
+            else plan is not None and not plan.victims and bool(decision.commands)
+        )
+        explained = "; ".join(plan.explanation[-1:]) if plan is not None else ""
+        outcome = f"{decision.outcome.value}: " if decision.outcome is not None else ""
         return Considered(
             **base,
             preemptor=job,
             role="resumed" if resume else "preemptor",
-            rule="; ".join(plan.explanation[-1:]) or ("resumed" if resume else ""),
+            rule=f"{outcome}{decision.reason or explained}" or ("resumed" if resume else ""),
         )
+    if plan is None:
+        return None
     for victim in plan.victims:
         if victim.job == job:
             return Considered(
@@ -207,7 +217,7 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
     first_step: int | None = None
     last_beat: Heartbeat | None = None
     checkpoints: set[int] = set()
-    considered: list[Considered] = []
+    weighed: list[Considered] = []
     commands: dict[str, YieldCommand] = {}
     acks: dict[str, YieldAck] = {}
     suspended: list[float] = []
@@ -250,10 +260,10 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
             if message.last_checkpoint_step is not None:
                 checkpoints.add(message.last_checkpoint_step)
         elif isinstance(message, Decision):
-            entry = _considered(message, job)
+            entry = considered(message, job)
             if entry is not None:
                 messages += 1
-                considered.append(entry)
+                weighed.append(entry)
         elif isinstance(message, YieldCommand):
             if message.job == job:
                 messages += 1
@@ -318,7 +328,7 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
         finished_at=finished,
         final_phase=final,
         progress=progress,
-        considered=tuple(considered),
+        considered=tuple(weighed),
         yields=tuple(yields),
         suspended_at=tuple(suspended),
         resumed=tuple(resumed),

@@ -102,6 +102,7 @@ from gpuyield.schemas.messages import (
     KubeKind,
     Reservation,
     ReservationState,
+    RoundOutcome,
     Tick,
     YieldAck,
     YieldCommand,
@@ -237,6 +238,7 @@ class _Step:
         if flight is None and last is None and not failures:
             self.put(DEMAND + job, None)
             return
+        old = self.view.typed(DEMAND + job, DemandRecord)
         self.put(
             DEMAND + job,
             DemandRecord(
@@ -245,8 +247,44 @@ class _Step:
                 decided_at=flight.decided_at if flight else None,
                 last_round=last,
                 failures=failures,
+                noted=old.noted if old is not None else None,
             ),
         )
+
+    def note(self, job: str, outcome: RoundOutcome) -> None:
+        """Remember the outcome of ``job``'s last recorded round (see ``_skip``)."""
+        old = self.view.typed(DEMAND + job, DemandRecord) or DemandRecord()
+        self.put(DEMAND + job, old.model_copy(update={"noted": outcome.value}))
+
+    def record(
+        self,
+        demand: str,
+        outcome: RoundOutcome,
+        reason: str,
+        *,
+        decision_id: str | None = None,
+        snapshot: Snapshot | None = None,
+        result: Plan | None = None,
+        commands: tuple[str, ...] = (),
+    ) -> None:
+        """Put one round on the record: a ``Decision`` (v2 when it ran no planner)."""
+        planned = snapshot is not None and result is not None
+        self.decisions.append(
+            Decision(
+                v=1 if planned else 2,
+                decision_id=decision_id or derive_id("decision", self.origin, demand),
+                demand=demand,
+                decided_at=self.now,
+                snapshot=snapshot,
+                plan=result,
+                commands=commands,
+                outcome=outcome,
+                reason=reason,
+                origin=self.origin,
+            )
+        )
+        if outcome is not RoundOutcome.RESUME:
+            self.note(demand, outcome)
 
     def release(self, job: str, reason: str) -> None:
         """End ``job``'s hold on its GPUs, if it has one, and say so to the enforcers."""
@@ -596,7 +634,40 @@ def _demands(views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
     )
 
 
-def _waits_for_its_round(s: _Step, job: str, yielding_for: frozenset[str]) -> bool:
+PLANNED = frozenset(
+    o.value for o in (RoundOutcome.YIELD, RoundOutcome.NO_VICTIMS, RoundOutcome.UNSERVABLE)
+)
+
+
+def _skip(s: _Step, demand: str, outcome: RoundOutcome, reason: str) -> None:
+    """Record a round skipped for ``reason``, once: the same skip on every later input
+    (every tick of a cooldown) says nothing new, so it is recorded again only after
+    a round with another outcome. The cooldown that follows a planner round is that
+    round's own (its decision says when the next one comes): not recorded again."""
+    record = s.view.typed(DEMAND + demand, DemandRecord)
+    noted = record.noted if record is not None else None
+    if noted == outcome.value or (outcome is RoundOutcome.SKIPPED_COOLDOWN and noted in PLANNED):
+        return
+    s.record(demand, outcome, reason, decision_id=derive_id("skip", s.origin, demand))
+
+
+def _next_round(s: _Step, job: str, urgency: Urgency) -> str:
+    wait = s.ledger(job).retry_after(job, urgency=urgency)
+    return f"; the next round {wait:.0f} s after this one"
+
+
+def _cooldown(ledger: DemandLedger, job: str, urgency: Urgency) -> str:
+    flight = ledger.in_flight.get(job)
+    last = ledger.last_round.get(job)
+    if flight is not None and flight.victims:
+        return f"its yields of {', '.join(sorted(flight.victims))} are unacknowledged"
+    if last is None:
+        return "cooling down"
+    wait = ledger.retry_after(job, urgency=urgency)
+    return f"planned at {last:.3f}; the next round {wait:.0f} s after it"
+
+
+def _held_for(s: _Step, job: str) -> bool:
     """A preemptor whose victims' pods are still leaving, or whose freed GPUs are still
     held for it, waits for them instead of planning a second round.
 
@@ -606,8 +677,6 @@ def _waits_for_its_round(s: _Step, job: str, yielding_for: frozenset[str]) -> bo
     when someone else was placed on them (nothing enforced the hold): 32 GPUs
     yielded for 16. It plans again once its hold expires (``reservation_s``).
     """
-    if job in yielding_for:
-        return True
     hold = s.view.typed(RESERVATION + job, ReservationRecord)
     return hold is not None and hold.until > s.now
 
@@ -632,10 +701,27 @@ def _decide(s: _Step) -> None:
     for demand in _demands(views):
         if plans >= s.config.max_plans_per_step:
             break
-        if _waits_for_its_round(s, demand.name, yielding_for):
+        if demand.name in yielding_for:
+            _skip(
+                s,
+                demand.name,
+                RoundOutcome.SKIPPED_YIELDING,
+                "the victims of its previous round are still leaving",
+            )
+            continue
+        if _held_for(s, demand.name):
+            _skip(
+                s,
+                demand.name,
+                RoundOutcome.SKIPPED_HELD,
+                "GPUs freed for it are held until Volcano places it",
+            )
             continue
         ledger = s.ledger(demand.name)
-        if not ledger.may_plan(demand.name, s.now, urgency=_urgency(s, demand)):
+        urgency = _urgency(s, demand)
+        if not ledger.may_plan(demand.name, s.now, urgency=urgency):
+            why = _cooldown(ledger, demand.name, urgency)
+            _skip(s, demand.name, RoundOutcome.SKIPPED_COOLDOWN, why)
             continue
         plans += 1
         snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
@@ -650,10 +736,27 @@ def _decide(s: _Step) -> None:
                 job=demand.name,
                 severity="info",
             )
+            s.record(
+                demand.name,
+                RoundOutcome.UNSERVABLE,
+                "no plan, even evicting every eligible job: "
+                + "; ".join(result.explanation[-2:])
+                + _next_round(s, demand.name, urgency),
+                snapshot=snapshot,
+                result=result,
+            )
             continue
         if not result.victims:
             # It fits without evictions: Volcano will place it; look again later.
             s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
+            s.record(
+                demand.name,
+                RoundOutcome.NO_VICTIMS,
+                "it fits without evicting anyone: left to Volcano"
+                + _next_round(s, demand.name, urgency),
+                snapshot=snapshot,
+                result=result,
+            )
             continue
         _issue(s, demand.name, snapshot, result, ledger)
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
@@ -804,15 +907,14 @@ def _issue(
     victims = frozenset(v.job for v in result.victims)
     s.save_ledger(preemptor, ledger.decided(preemptor, victims, s.now, deadline))
     _nominate(s, preemptor, snapshot, result, decision_id)
-    s.decisions.append(
-        Decision(
-            decision_id=decision_id,
-            demand=preemptor,
-            decided_at=s.now,
-            snapshot=snapshot,
-            plan=result,
-            commands=tuple(ids),
-        )
+    s.record(
+        preemptor,
+        RoundOutcome.YIELD,
+        "; ".join(result.explanation[-1:]),
+        decision_id=decision_id,
+        snapshot=snapshot,
+        result=result,
+        commands=tuple(ids),
     )
 
 
@@ -901,15 +1003,14 @@ def _issue_resume(
     )
     _nominate(s, view.name, snapshot, result, decision_id)
     s.save_guard(guard.observe_resume(view.name, s.now))
-    s.decisions.append(
-        Decision(
-            decision_id=decision_id,
-            demand=view.name,
-            decided_at=s.now,
-            snapshot=snapshot,
-            plan=result,
-            commands=(command.command_id,),
-        )
+    s.record(
+        view.name,
+        RoundOutcome.RESUME,
+        command.reason,
+        decision_id=decision_id,
+        snapshot=snapshot,
+        result=result,
+        commands=(command.command_id,),
     )
 
 

@@ -209,6 +209,9 @@ class DemandRecord(RecordModel):
     last_round: float | None = None
     failures: int = Field(0, ge=0)
     """Rounds in a row that found no plan: the retry backoff's exponent."""
+    noted: str | None = None
+    """The outcome of the demand's last recorded round (a ``RoundOutcome`` value): a
+    skip for the reason already recorded is not recorded again on every input."""
 
 
 class AlertRecord(RecordModel):

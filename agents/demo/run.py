@@ -46,6 +46,7 @@ from gpuyield.agents.node.local_signaller import LocalPodRegistry
 from gpuyield.schemas import JobState
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
+from gpuyield.streams.archive import archive_until_caught_up
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
 from gpuyield.streams.live_view_store import view_key
 from gpuyield.streams.settings import Settings, settings_env
@@ -81,6 +82,8 @@ class DemoOptions:
     workdir: Path
     train_tiny: Path | None
     """examples/train_tiny.py, or None: torch pods run stand-ins."""
+    archive: str | None = None
+    """Where to keep the run's archive (``gpuyield demo --archive DIR``), or None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +251,7 @@ class Demo:
             settings=settings,
         )
         self._agents = agents
+        completed = False
         try:
             await producer.start()
             await reader.start()
@@ -258,6 +262,7 @@ class Demo:
                 asyncio.create_task(self._cluster_loop(cluster, redis, stop), name="cluster")
             )
             await self._story(cluster)
+            completed = True
             return DemoResult(
                 self.tally,
                 cluster.rows(),
@@ -281,6 +286,14 @@ class Demo:
                 await producer.stop()
             await asyncio.to_thread(self._children.stop, ["worker"], 15.0)
             await redis.aclose()
+            if completed and self.options.archive is not None:  # once the worker has stopped
+                self.phase = "archiving the run"
+                await asyncio.to_thread(
+                    archive_until_caught_up,
+                    kafka,
+                    self.options.archive,
+                    [spec.name for spec in registry(PARTITIONS)],
+                )
 
     def _start_worker(self, settings: Settings) -> None:
         workdir = self.options.workdir

@@ -150,6 +150,15 @@ class Tally:
             )
 
     def _decision(self, decision: Decision) -> None:
+        if decision.plan is None or not decision.commands:
+            # A round that found no plan or was skipped: on the record, not an action.
+            log.info(
+                "round for %s: %s (%s)",
+                decision.demand,
+                decision.outcome.value if decision.outcome else "-",
+                decision.reason,
+            )
+            return
         self.decisions += 1
         victims = decision.plan.victims
         log.info(  # the log file keeps where each decision put its demand, for post-mortems

@@ -113,7 +113,7 @@ def no_victim_possible(sim: Simulation, job: SimJob) -> bool:
     """
     spec = job.spec
     policy = sim.scenario.policy
-    weight = spec.priority
+    weight = float(spec.priority)
     if job.phase is Phase.SUSPENDED:  # its snapshot state; run hours count only when running
         weight += policy.beta * job.progress() ** 2
     if any(o.spec.queue == spec.queue and o.spec.priority < weight for o in sim.running()):

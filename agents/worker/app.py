@@ -41,8 +41,10 @@ from faust.types import EventT
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input
+from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.job_events import write_events
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
     OutcomeSinks,
@@ -61,10 +63,12 @@ from gpuyield.schemas.messages import (
     YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.kube_job_events import EventWriter
 from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
     ALERTS,
     DEAD_LETTERS,
+    DECIDER_JOURNAL,
     DECISIONS,
     HEARTBEATS,
     JOB_PROGRESS,
@@ -127,6 +131,13 @@ class WorkerOptions:
 
     reservation_reconcile_s: float = 30.0
 
+    event_writer: EventWriter | None = None
+    """Writes a Kubernetes Event on each Volcano Job a decision yields, spares or resumes;
+    None: no Kubernetes access (as before)."""
+
+    instance: str = "gpuyield-worker"
+    """The Events' ``reportingInstance``: this worker (its pod's name in a cluster)."""
+
 
 def build_app(
     options: WorkerOptions,
@@ -174,6 +185,7 @@ def build_app(
     alerts = topic(ALERTS)
     reservations = topic(RESERVATIONS)
     dead_letters = topic(DEAD_LETTERS)
+    journal = topic(DECIDER_JOURNAL)
 
     # use_partitioner: a batch mixes partitions, so a record's changelog
     # partition comes from its key (as the heartbeats' producers chose it),
@@ -250,11 +262,22 @@ def build_app(
         options.reservation_enforcer, options.reservation_reconcile_s
     )
 
+    journaller = Journal(config)
+
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
             message = event.message
             origin = f"{message.topic}/{message.partition}/{message.offset}"
+            # The order of the inputs, for replays: journalled before the step runs.
+            entry = journaller.entry(
+                message.topic,
+                message.partition,
+                message.offset,
+                TableView(decider_table),
+                time.time(),
+            )
+            await journal.send(key=b"decider", value=encode(entry))
             outcome = decide(decider_table, models[message.topic], event.value, origin, config)
             if isinstance(outcome, str):
                 await reject(event, outcome)
@@ -268,6 +291,13 @@ def build_app(
             if failed:
                 outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
             await publish_outcome(outcome, sinks)
+            if options.event_writer is not None and outcome.decisions:
+                await write_events(
+                    options.event_writer,
+                    outcome.decisions,
+                    TableView(decider_table),
+                    options.instance,
+                )
             if publish_view is not None:
                 now = time.time()
                 if outcome.decisions or now - last_view[0] >= view_every_s:

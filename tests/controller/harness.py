@@ -26,6 +26,9 @@ class Controller:
     config: ControllerConfig = field(default_factory=ControllerConfig)
     records: dict[str, Any] = field(default_factory=dict)
     decisions: list[Decision] = field(default_factory=list)
+    """The decisions that acted: a yield or a resume (``rounds`` has every one)."""
+    rounds: list[Decision] = field(default_factory=list)
+    """Every decision on the record, the rounds that found no plan or were skipped too."""
     commands: list[YieldCommand] = field(default_factory=list)
     alerts: list[Alert] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
@@ -39,7 +42,8 @@ class Controller:
                 self.records.pop(key, None)
             else:
                 self.records[key] = value
-        self.decisions += outcome.decisions
+        self.rounds += outcome.decisions
+        self.decisions += (d for d in outcome.decisions if d.commands)
         self.commands += outcome.commands
         self.alerts += outcome.alerts
         self.reservations += outcome.reservations
@@ -74,9 +78,9 @@ class Controller:
 NOW = T0 + 6 * 3600  # research has run six hours
 
 
-def shared_pool(nodes: int = 4) -> Controller:
+def shared_pool(nodes: int = 4, c: Controller | None = None) -> Controller:
     """A 4 x 8-GPU pool: production guaranteed 16 GPUs, research borrowing all 32."""
-    c = Controller()
+    c = c if c is not None else Controller()
     at = NOW - 60
     for i in range(nodes):
         c.add(node(f"gpu-{i:02d}"), at)

@@ -203,3 +203,20 @@ def test_audit_prints_a_readable_history(tmp_path: Path) -> None:
     assert "decisions that considered it" in result.stdout
     assert "prod/ft-llama" in result.stdout
     assert "checkpointed" in result.stdout
+
+
+def test_the_rounds_that_skipped_a_demand_are_in_its_history_with_their_reason() -> None:
+    c = shared_pool()
+    production_demand(c)
+    c.tick(NOW + 5)
+    record = [
+        recorded("gpuyield.decisions", d.decided_at, encode(d), offset)
+        for offset, d in enumerate(c.rounds)
+    ]
+    found = history("prod/ft-llama", record)
+    assert found is not None
+    assert [x.role for x in found.considered] == ["preemptor", "preemptor"]
+    assert found.considered[0].rule.startswith("yield: ")
+    assert found.considered[1].rule == (
+        "skipped-yielding: the victims of its previous round are still leaving"
+    )

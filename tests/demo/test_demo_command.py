@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -56,16 +57,38 @@ def wait_for(condition: object, timeout_s: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def test_the_demo_prints_its_figures_as_json_and_leaves_no_process_behind(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class DemoRun:
+    result: subprocess.CompletedProcess[str]
+    state: Path
+    archive: Path
+    mark: str
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One short demo, as a user runs it, keeping its archive (the run is the expensive part)."""
     mark = secrets.token_hex(8)
+    state = tmp_path_factory.mktemp("state")
+    archive = tmp_path_factory.mktemp("kept") / "archive"
     result = subprocess.run(
-        [GPUYIELD, "demo", "--json", "--duration-s", "12", "--seed", "3"],
+        [
+            *(GPUYIELD, "demo", "--json", "--duration-s", "12", "--seed", "3"),
+            *("--archive", str(archive)),
+        ],
         capture_output=True,
         text=True,
-        env=demo_env(tmp_path, mark),
+        env=demo_env(state, mark),
         timeout=280,
         check=False,
     )
+    return DemoRun(result, state, archive, mark)
+
+
+def test_the_demo_prints_its_figures_as_json_and_leaves_no_process_behind(
+    demo_run: DemoRun,
+) -> None:
+    result = demo_run.result
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert set(document) == {"decisions", "yields", "lost_gpu_seconds", "policies"}
@@ -79,8 +102,29 @@ def test_the_demo_prints_its_figures_as_json_and_leaves_no_process_behind(tmp_pa
     for metrics in document["policies"].values():
         assert set(metrics) == set(PolicyMetrics.model_fields)
     assert document["policies"]["gpuyield"]["lost_gpu_hours_per_day"] == 0.0
-    assert marked(mark) == []
-    assert list(tmp_path.iterdir()) == []  # its working directory is removed
+    assert marked(demo_run.mark) == []
+    assert list(demo_run.state.iterdir()) == []  # its working directory is removed
+
+
+def test_replaying_the_demo_s_archive_gives_zero_differences(demo_run: DemoRun) -> None:
+    assert demo_run.result.returncode == 0, demo_run.result.stderr
+    replay = subprocess.run(
+        [GPUYIELD, "replay", "--archive", str(demo_run.archive), "--json"],
+        capture_output=True,
+        text=True,
+        env=demo_env(demo_run.state, demo_run.mark),
+        timeout=120,
+        check=False,
+    )
+    assert replay.returncode == 0, replay.stdout[-2000:] + replay.stderr
+    report = json.loads(replay.stdout)
+    assert report["differences"] == 0
+    assert report["journalled"]
+    decisions = [i for i in report["items"] if i["kind"] == "decision"]
+    assert {i["status"] for i in report["items"]} == {"identical"}
+    acted = [d for d in decisions if d["outcome"] in ("yield", "resume")]
+    assert len(acted) == json.loads(demo_run.result.stdout)["decisions"]  # the demo's own count
+    assert any(d["outcome"] == "yield" for d in acted)
 
 
 def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:

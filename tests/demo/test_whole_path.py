@@ -229,7 +229,7 @@ async def test_a_yield_checkpoints_suspends_and_resumes_from_the_acked_step(
                 group_phase="Inqueue", at=demand_at, unschedulable=True,
             )  # fmt: skip
             await kube.send(*((obj, KubeEventType.ADDED) for obj in production), at=demand_at)
-            decision = await decisions.wait_for(lambda d: True, 60, "the decision")
+            decision = await decisions.wait_for(lambda d: bool(d.commands), 60, "the decision")
             assert decision.demand == "prod/ft", worker.tail()
             assert [v.job for v in decision.plan.victims] == ["research/tiny"]
             command = await cmds.wait_for(

@@ -384,6 +384,29 @@ def test_the_watcher_is_a_single_replica_recreated(base: tuple[Doc, ...]) -> Non
     assert _args(watch)[0] == "watch"
 
 
+def test_the_archiver_is_one_replica_writing_to_its_own_volume(base: tuple[Doc, ...]) -> None:
+    archive = named(base, "Deployment", "gpuyield-archive")
+    assert archive["spec"]["replicas"] == 1
+    assert archive["spec"]["strategy"]["type"] == "Recreate"
+    args = _args(archive)
+    assert args[0] == "archive"
+    out = args[args.index("--out") + 1]
+    pod = archive["spec"]["template"]["spec"]
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    claim = volumes[mounts[out]]["persistentVolumeClaim"]["claimName"]
+    assert named(base, "PersistentVolumeClaim", claim)["spec"]["accessModes"] == ["ReadWriteOnce"]
+    # It reads Kafka and writes files: no Kubernetes token, no role.
+    assert pod["automountServiceAccountToken"] is False
+    account = pod["serviceAccountName"]
+    assert not [
+        doc
+        for doc in base
+        if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(s.get("name") == account for s in doc["subjects"])
+    ]
+
+
 def test_the_node_agent_runs_on_gpu_nodes_with_the_eviction_api(base: tuple[Doc, ...]) -> None:
     agent = named(base, "DaemonSet", "gpuyield-node-agent")
     pod = agent["spec"]["template"]["spec"]
@@ -406,8 +429,11 @@ def test_the_watchers_role_covers_every_watched_resource(base: tuple[Doc, ...]) 
     assert not {verb for _, _, verb in rules} - {"get", "list", "watch"}, "read-only"
 
 
-def test_the_workers_role_grants_exactly_the_reservation_calls(base: tuple[Doc, ...]) -> None:
-    """Taints on nodes, tolerations on pods: read and patch, nothing else (no watch, no delete)."""
+def test_the_workers_role_grants_exactly_the_reservation_and_event_calls(
+    base: tuple[Doc, ...],
+) -> None:
+    """Taints on nodes, tolerations on pods: read and patch, nothing else (no watch, no
+    delete); Events on the Volcano Jobs: create only."""
     rules = _rules(named(base, "ClusterRole", "gpuyield-worker"))
     assert rules == {
         ("", "nodes", "get"),
@@ -416,6 +442,7 @@ def test_the_workers_role_grants_exactly_the_reservation_calls(base: tuple[Doc, 
         ("", "pods", "get"),
         ("", "pods", "list"),
         ("", "pods", "patch"),
+        ("events.k8s.io", "events", "create"),
     }
     binding = named(base, "ClusterRoleBinding", "gpuyield-worker")
     assert binding["subjects"] == [

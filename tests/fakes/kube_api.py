@@ -48,8 +48,9 @@ import kubernetes.client
 from aiohttp import web
 from fakes.kube_discovery import discovery
 from fakes.kube_patch import PatchError, apply_patch
-from fakes.kube_rules import BadRequest, Conflict, Invalid, prepare_update
+from fakes.kube_rules import BadRequest, Conflict, Invalid, check_event, prepare_update
 from fakes.kube_store import (
+    CREATABLE,
     RESOURCE_TYPES,
     Change,
     ContinueToken,
@@ -528,11 +529,13 @@ class FakeKubeApi:
             verb = "unknown"
         elif route.name is not None:
             verb = {"PATCH": "patch", "PUT": "update"}.get(request.method, "get")
+        elif request.method == "POST":
+            verb = "create"
         else:
             verb = "watch" if _truthy(query.get("watch")) else "list"
         content_type = request.headers.get("Content-Type", "")
         body: Any = None
-        if request.method in ("PATCH", "PUT"):
+        if request.method in ("PATCH", "PUT", "POST"):
             raw = await request.read()
             try:
                 body = json.loads(raw) if raw else None
@@ -555,7 +558,12 @@ class FakeKubeApi:
             return _status_response(404, "the server could not find the requested resource")
         if (denied := self._denied(route, verb)) is not None:
             return denied
-        allowed = ("GET", "PATCH", "PUT") if route.name is not None else ("GET",)
+        if route.name is not None:
+            allowed: tuple[str, ...] = ("GET", "PATCH", "PUT")
+        elif route.resource.plural in CREATABLE:
+            allowed = ("GET", "POST")
+        else:
+            allowed = ("GET",)
         if request.method not in allowed:
             return _status_response(
                 405, f"the fake serves {', '.join(allowed)} here, not {request.method}"
@@ -566,9 +574,11 @@ class FakeKubeApi:
                 return _status_response(failure.status, f"injected failure ({failure.status})")
         if body is _NOT_JSON:
             return _status_response(400, "the request body is not JSON")
-        if verb in ("patch", "update"):
+        if verb in ("patch", "update", "create"):
             for hook in list(self._write_hooks):
                 hook(recorded)
+        if verb == "create":
+            return self._create(route, body)
         if verb == "patch":
             return self._patch(route, content_type, body)
         if verb == "update":
@@ -578,6 +588,57 @@ class FakeKubeApi:
         if verb == "list":
             return self._list(route, recorded)
         return await self._watch(route, query, request)
+
+    def _create(self, route: _Route, body: Any) -> web.Response:
+        """POST to a collection: a new object, 201; 409 AlreadyExists; 400/422 as the server."""
+        resource = route.resource
+        if not isinstance(body, dict):
+            return _status_response(400, "the request body is not an object")
+        if body.get("apiVersion") != resource.api_version or body.get("kind") != resource.kind:
+            return _status_response(
+                400,
+                f"the API version in the data ({body.get('apiVersion')}) and kind "
+                f"({body.get('kind')}) do not match {resource.api_version} {resource.kind}",
+            )
+        meta = body.get("metadata")
+        if not isinstance(meta, dict) or not meta.get("name"):
+            return _status_response(
+                422, f"{resource.kind} is invalid: metadata.name: Required value"
+            )
+        if meta.get("namespace") not in (None, route.namespace):
+            return _status_response(
+                400,
+                "the namespace of the provided object does not match the namespace sent on the "
+                "request",
+            )
+        name = str(meta["name"])
+        namespace = route.namespace or ""
+        try:
+            if resource.plural == "events":
+                check_event(name, namespace, body)
+        except Invalid as exc:
+            return _status_response(
+                422,
+                str(exc),
+                details={
+                    "name": exc.name,
+                    "group": resource.group,
+                    "kind": exc.kind,
+                    "causes": [{"reason": exc.reason, "message": exc.detail, "field": exc.field}],
+                },
+            )
+        new = {**body, "metadata": {**meta, "namespace": namespace}}
+        new["metadata"].pop("resourceVersion", None)
+        try:
+            stored = self.store.create(new)
+        except ValueError:
+            return _status_response(
+                409,
+                f'{resource.plural}{_group_suffix(resource)} "{name}" already exists',
+                reason="AlreadyExists",
+                details={"name": name, "group": resource.group, "kind": resource.plural},
+            )
+        return web.json_response(stored, status=201)
 
     def _patch(self, route: _Route, content_type: str, patch: Any) -> web.Response:
         """PATCH: the patch applied to the stored object, then stored as an update is."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlparse
 
-from fakes.kube_store import RESOURCE_TYPES, ResourceType
+from fakes.kube_store import CREATABLE, RESOURCE_TYPES, ResourceType
 
 Object = dict[str, Any]
 
@@ -46,7 +46,7 @@ def _resource(resource: ResourceType) -> Object:
         "singularName": resource.kind.lower(),
         "namespaced": resource.namespaced,
         "kind": resource.kind,
-        "verbs": VERBS,
+        "verbs": [*VERBS, "create"] if resource.plural in CREATABLE else VERBS,
     }
     short = SHORT_NAMES.get((resource.group, resource.plural))
     if short:

@@ -15,6 +15,13 @@ resources' update strategies, for the fields gpuyield and its tests write:
   tolerations must be valid (``ValidateTolerations``);
 - nodes (``validateNodeTaints``): each taint has a qualified-name key, a
   label-value value, a known effect, and taints are unique by key and effect.
+
+And on a create of an ``events.k8s.io/v1`` Event (``ValidateEventCreate``,
+``pkg/apis/core/validation/events.go``, for that API version): a DNS
+subdomain name; ``eventTime``, ``reportingController`` (a qualified name),
+``reportingInstance``, ``action`` and ``reason`` required, each of the last
+four at most 128 characters; ``type`` Normal or Warning; ``note`` at most
+1 kB; and a namespaced ``regarding`` object in the event's own namespace.
 """
 
 from __future__ import annotations
@@ -57,6 +64,42 @@ class BadRequest(Exception):
 
 class Conflict(Exception):
     """409: the body's resourceVersion is not the stored one."""
+
+
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+EVENT_TYPES = ("Normal", "Warning")
+EVENT_FIELD_LIMIT = 128
+EVENT_NOTE_LIMIT = 1024
+
+
+def check_event(name: str, namespace: str, event: Mapping[str, Any]) -> None:
+    """Raise ``Invalid`` for what kube-apiserver refuses in a new events.k8s.io/v1 Event."""
+
+    def invalid(field: str, reason: str, detail: str) -> Invalid:
+        return Invalid("Event", name, field, reason, detail)
+
+    if len(name) > 253 or not _SUBDOMAIN.match(name):
+        raise invalid("metadata.name", "FieldValueInvalid", "a lowercase RFC 1123 subdomain")
+    if not event.get("eventTime"):
+        raise invalid("eventTime", "FieldValueRequired", "Required value")
+    for field in ("reportingController", "reportingInstance", "action", "reason"):
+        value = event.get(field)
+        if not isinstance(value, str) or not value:
+            raise invalid(field, "FieldValueRequired", "Required value")
+        if len(value) > EVENT_FIELD_LIMIT:
+            raise invalid(
+                field, "FieldValueTooLong", f"Too long: may not be more than {EVENT_FIELD_LIMIT}"
+            )
+    if not qualified_name(event["reportingController"]):
+        raise invalid("reportingController", "FieldValueInvalid", "not a qualified name")
+    if event.get("type") not in EVENT_TYPES:
+        raise invalid("type", "FieldValueNotSupported", 'supported values: "Normal", "Warning"')
+    note = event.get("note", "")
+    if not isinstance(note, str) or len(note.encode()) > EVENT_NOTE_LIMIT:
+        raise invalid("note", "FieldValueTooLong", f"can have at most {EVENT_NOTE_LIMIT} bytes")
+    regarding = event.get("regarding") or {}
+    if regarding.get("namespace") not in (None, "", namespace):
+        raise invalid("regarding.namespace", "FieldValueInvalid", "does not match event.namespace")
 
 
 def qualified_name(text: Any) -> bool:

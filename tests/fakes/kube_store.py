@@ -68,7 +68,12 @@ RESOURCE_TYPES: tuple[ResourceType, ...] = (
     ResourceType("scheduling.volcano.sh", "v1beta1", "queues", "Queue", namespaced=False),
     # Volcano's scheduler configuration, read once by the worker's start-up check.
     ResourceType("", "v1", "configmaps", "ConfigMap", namespaced=True),
+    # The worker's record of each yield and resume on the Volcano Job (kube_rules.check_event).
+    ResourceType("events.k8s.io", "v1", "events", "Event", namespaced=True),
 )
+
+CREATABLE = frozenset({"events"})
+"""The resources clients may POST to (the rest are scripted by the tests)."""
 
 
 def resource_of(api_version: str, kind: str) -> ResourceType:

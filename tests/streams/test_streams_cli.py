@@ -59,7 +59,7 @@ def test_topics_prints_the_registry_as_a_table(clean_env: dict[str, str]) -> Non
         assert spec.name in result.output
         assert spec.schema in result.output
     assert "30 days" in result.output
-    assert "1 hour" in result.output
+    assert "7 days" in result.output
 
 
 def test_topics_json_follows_the_configured_partitions(

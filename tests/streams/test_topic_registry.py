@@ -14,6 +14,7 @@ from gpuyield.schemas.messages import (
     Decision,
     Heartbeat,
     JobProgress,
+    JournalEntry,
     KubeEvent,
     Reservation,
     Tick,
@@ -24,9 +25,9 @@ from gpuyield.streams.topics import (
     ALERTS,
     DAY_MS,
     DEAD_LETTERS,
+    DECIDER_JOURNAL,
     DECISIONS,
     HEARTBEATS,
-    HOUR_MS,
     JOB_PROGRESS,
     KUBE_EVENTS,
     RESERVATIONS,
@@ -41,8 +42,9 @@ from gpuyield.streams.topics import (
 EXPECTED = {  # name: (schema, partitions, retention)
     KUBE_EVENTS: (KubeEvent, 1, 7 * DAY_MS),
     HEARTBEATS: (Heartbeat, 8, DAY_MS),
-    JOB_PROGRESS: (JobProgress, 1, None),
-    TICKS: (Tick, 1, HOUR_MS),
+    JOB_PROGRESS: (JobProgress, 1, 7 * DAY_MS),
+    TICKS: (Tick, 1, 7 * DAY_MS),
+    DECIDER_JOURNAL: (JournalEntry, 1, 7 * DAY_MS),
     DECISIONS: (Decision, 1, 30 * DAY_MS),
     YIELD_COMMANDS: (YieldCommand, 8, 7 * DAY_MS),
     YIELD_ACKS: (YieldAck, 1, 7 * DAY_MS),
@@ -59,13 +61,11 @@ def test_every_topic_has_its_schema_layout_and_reason() -> None:
     for spec in specs:
         assert spec.key
         assert spec.why
-        if spec.name == JOB_PROGRESS:  # only a job's latest summary matters
-            assert spec.configs() == {"cleanup.policy": "compact"}
-        else:
-            assert spec.configs() == {
-                "cleanup.policy": "delete",
-                "retention.ms": str(spec.retention_ms),
-            }
+        # nothing a replay or an audit reads is compacted away
+        assert spec.configs() == {
+            "cleanup.policy": "delete",
+            "retention.ms": str(spec.retention_ms),
+        }
 
 
 def test_the_configured_partitions_apply_to_the_job_and_node_keyed_topics() -> None:

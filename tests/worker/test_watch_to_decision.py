@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fakes.kube_api import FakeKubeApi
@@ -61,7 +62,7 @@ def pending_production_job(api: FakeKubeApi, name: str) -> None:
         api.create(pod)
 
 
-async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
+async def test_a_pending_gang_on_the_api_server_becomes_yield_commands_and_job_events(
     worker_factory, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     with FakeKubeApi() as api:
@@ -75,8 +76,10 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
         api.create(a_queue("research", capability={GPU: 32}))
         running_job(api, "sweep-a", ["gpu-00", "gpu-01"])
         running_job(api, "sweep-b", ["gpu-02", "gpu-03"])
-        worker: LiveWorker = worker_factory()
         config = kubeconfig(tmp_path / "kubeconfig", api.url)
+        worker: LiveWorker = worker_factory(
+            env={"GPUYIELD_KUBE_EVENTS": "true", "GPUYIELD_KUBECONFIG": str(config)}
+        )
         env = {
             **os.environ,
             "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -106,7 +109,7 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
             watch.send_signal(signal.SIGTERM)
             watch.wait(20)
         watch_log = (tmp_path / "watch.log").read_text(errors="replace")
-        decisions = decoded(seen[decisions_topic], Decision)
+        decisions = [d for d in decoded(seen[decisions_topic], Decision) if d.commands]
         commands = decoded(seen[commands_topic], YieldCommand)
         assert [d.demand for d in decisions] == ["prod/ft-llama"], worker.tail() + watch_log
         victim = decisions[0].plan.victims[0].job
@@ -114,6 +117,22 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands(
         assert {c.job for c in commands} == {victim}
         assert len(commands) == 2
         assert watch.returncode == 0, watch_log
+        # Kubernetes' own record: why, on each Volcano Job (kubectl describe vcjob shows it).
+        await eventually(lambda: len(_events(api)) >= 2, "the Events")
+        by_job = {e["regarding"]["name"]: e for e in _events(api)}
+        spared = ({"sweep-a", "sweep-b"} - {victim.split("/")[1]}).pop()
+        yielded = by_job[victim.split("/")[1]]
+        assert yielded["reason"] == "GracefulYield"
+        assert yielded["note"].startswith("yields to prod/ft-llama (preemptor); rule: ")
+        job = api.get(a_volcano_job(victim.split("/")[1], namespace="research"))
+        assert job is not None
+        assert yielded["regarding"]["uid"] == job["metadata"]["uid"]
+        assert by_job[spared]["reason"] == "Spared"
+
+
+def _events(api: FakeKubeApi) -> list[dict[str, Any]]:
+    resource = resource_of("events.k8s.io/v1", "Event")
+    return [e for _, e in api.call(lambda: api.store.snapshot(resource, "research"))]
 
 
 def _taint_values(api: FakeKubeApi, name: str) -> list[str]:
