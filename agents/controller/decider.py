@@ -34,7 +34,7 @@ What one step does:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -108,6 +108,8 @@ from gpuyield.schemas.messages import (
 )
 
 Input = KubeEvent | JobProgress | YieldAck | Tick
+Planner = Callable[..., Plan]
+"""``planner.plan``'s signature: the worker passes a timed wrapper (its metrics)."""
 ID_NAMESPACE = uuid.UUID("6f1c7a52-8d0e-4b51-9a57-1e0c5d2f9b10")
 
 LEAVING_LIMIT_S = 600.0
@@ -156,8 +158,13 @@ class _Step:
     """The mutable scratch of one step; only ``step`` below creates it."""
 
     def __init__(
-        self, records: Mapping[str, Record], origin: str, config: ControllerConfig
+        self,
+        records: Mapping[str, Record],
+        origin: str,
+        config: ControllerConfig,
+        planner: Planner = plan,
     ) -> None:
+        self.planner = planner
         self.writes: Writes = {}
         self.view = Overlay(records, self.writes)
         self.origin = origin
@@ -305,9 +312,15 @@ def step(
     message: Input,
     origin: str,
     config: ControllerConfig,
+    *,
+    planner: Planner = plan,
 ) -> Outcome:
-    """Apply one input message and decide; see the module docstring."""
-    s = _Step(records, origin, config)
+    """Apply one input message and decide; see the module docstring.
+
+    ``planner`` is ``planner.plan`` or a wrapper that returns its plan unchanged
+    (the worker's timing for ``gpuyield_planner_seconds``): the step stays pure.
+    """
+    s = _Step(records, origin, config, planner)
     _tell_time(s, message)
     if isinstance(message, KubeEvent):
         _apply_kube_event(s, message)
@@ -635,7 +648,7 @@ def _decide(s: _Step) -> None:
             continue
         plans += 1
         snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
-        result = plan(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
+        result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
         if not result.feasible:
             s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
             s.alert(
@@ -823,7 +836,7 @@ def _resume(s: _Step) -> None:
             break
         plans += 1
         snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config, held=held)
-        result = plan(snapshot, view.name, budget=s.config.planner_budget, explain=True)
+        result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
         if result.feasible and not result.victims and result.placement:
             _issue_resume(s, view, record, snapshot, result, guard)
             return  # one resume per step: the next step sees its GPUs as nominated

@@ -213,6 +213,8 @@ class AlertRecord(RecordModel):
     kind: str
     raised_at: float
     job: str | None = None
+    resolved_at: float | None = None
+    """When its incident ended (the ``resolved`` alert was sent); None while it is open."""
 
 
 class EvictionEntry(RecordModel):
