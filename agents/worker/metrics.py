@@ -58,10 +58,12 @@ EVENT_KINDS: frozenset[AlertKind] = frozenset(
         AlertKind.CLOCK_SKEW,
         AlertKind.RESERVATION_FAILED,
         AlertKind.LIVELOCK,
+        # checked once, at the worker's start, and published outside the decider's table
+        AlertKind.VOLCANO_PREEMPTING,
     }
 )
-"""Kinds that report something that happened, not a condition that lasts: they are
-counted by ``gpuyield_alerts_total`` and never open in ``gpuyield_alerts_firing``."""
+"""Kinds that report something that happened, not a condition the decider follows: they
+are counted by ``gpuyield_alerts_total`` and never open in ``gpuyield_alerts_firing``."""
 
 UNKNOWN_QUEUE = "unknown"
 
