@@ -270,6 +270,9 @@ class AlertKind(StrEnum):
     RESERVATION_FAILED = "reservation-failed"
     # An input stamped beyond the decider's clock skew bound, or a poisoned clock repaired.
     CLOCK_SKEW = "clock-skew"
+    # issue 13: conditions seen on ticks (agents/controller/incidents.py)
+    CHECKPOINT_STALE = "checkpoint-stale"  # a preemptable job's newest checkpoint is too old
+    PENDING_PAST_SLA = "pending-past-sla"  # a high-priority gang waited past its SLA budget
 
 
 class AlertState(StrEnum):

@@ -44,6 +44,7 @@ from gpuyield.agents.controller import (
     clock,
     cluster,
     deadlock,
+    incidents,
     kube_facts,
     queue_capability,
     yields,
@@ -93,6 +94,7 @@ from gpuyield.schemas.errors import explain_validation_error
 from gpuyield.schemas.messages import (
     Alert,
     AlertKind,
+    AlertState,
     CommandAction,
     Decision,
     JobProgress,
@@ -174,6 +176,8 @@ class _Step:
         self.alerts: list[Alert] = []
         self.reservations: list[Reservation] = []
         self.now = 0.0
+        self.snapshot_ok = False
+        """A snapshot was built and validated (an invalid-input incident has ended)."""
 
     # -- records -----------------------------------------------------------
     def put(self, key: str, value: RecordModel | None) -> None:
@@ -279,19 +283,54 @@ class _Step:
         job: str | None = None,
         severity: str = "warning",
         details: dict[str, object] | None = None,
+        subject: tuple[str, ...] = (),
     ) -> None:
-        if ALERT + alert_id in self.view:
-            return  # raised before: a replay or a repeat raises nothing new
-        self.put(ALERT + alert_id, AlertRecord(kind=kind.value, raised_at=self.now, job=job))
+        """Raise ``alert_id`` once per incident (``incidents``): a repeat raises nothing,
+        a condition that comes back after it was resolved is a new incident."""
+        old = self.view.typed(ALERT + alert_id, AlertRecord)
+        incident = 0
+        if old is not None:
+            if old.resolved_at is None or kind not in incidents.CONDITIONS:
+                return  # raised before: a replay or a repeat raises nothing new
+            incident = old.incident + 1
+        self.put(
+            ALERT + alert_id,
+            AlertRecord(
+                kind=kind.value,
+                raised_at=self.now,
+                job=job,
+                severity=severity,
+                subject=subject,
+                incident=incident,
+            ),
+        )
         self.alerts.append(
             Alert(
-                alert_id=alert_id,
+                alert_id=incidents.incident_id(alert_id, incident),
                 kind=kind,
                 severity=severity,
                 job=job,
                 message=message,
                 raised_at=self.now,
                 details=details or {},
+            )
+        )
+
+    def resolve(self, base: str, record: AlertRecord) -> None:
+        """Send ``record``'s incident as resolved, once."""
+        self.put(ALERT + base, record.model_copy(update={"resolved_at": self.now}))
+        about = ", ".join(record.subject) or record.job or ""
+        self.alerts.append(
+            Alert(
+                alert_id=incidents.incident_id(base, record.incident),
+                kind=AlertKind(record.kind),
+                severity=record.severity,
+                job=record.job,
+                message=f"resolved: {record.kind}" + (f" ({about})" if about else ""),
+                raised_at=record.raised_at,
+                details={"subject": list(record.subject)} if record.subject else {},
+                state=AlertState.RESOLVED,
+                resolved_at=self.now,
             )
         )
 
@@ -345,6 +384,9 @@ def step(
             f"cannot build a valid snapshot: {explain_validation_error(exc)}",
             severity="critical",
         )
+    if isinstance(message, Tick):
+        _watch_conditions(s)
+    _resolve_ended(s)
     if isinstance(message, Tick):
         _forget(s)
     return Outcome(
@@ -583,6 +625,7 @@ def _housekeeping(s: _Step) -> None:
                 f"{s.now - record.deadline:.0f} s after its deadline",
                 job=record.job,
                 details={"command_id": command.command_id, "node": command.node},
+                subject=(command.command_id,),
             )
         _save_yield(s, key, record, new)
     for job, reservation in list(s.view.typed_prefix(RESERVATION, ReservationRecord)):
@@ -630,6 +673,7 @@ def _decide(s: _Step) -> None:
             AlertKind.QUEUE_MISCONFIGURED,
             found.message,
             details=found.details,
+            subject=(found.queue,),
         )
     if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
         views = cluster.jobs(s.view, s.config)
@@ -648,6 +692,7 @@ def _decide(s: _Step) -> None:
             continue
         plans += 1
         snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
+        s.snapshot_ok = True
         result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
         if not result.feasible:
             s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
@@ -689,6 +734,7 @@ def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
             "or eviction limit): delete one of them",
             severity="critical",
             details={"gangs": list(found.deadlock.gangs)},
+            subject=tuple(found.deadlock.gangs),
         )
         return False
     _issue(s, found.preemptor, found.snapshot, found.plan, s.ledger(found.preemptor))
@@ -701,6 +747,7 @@ def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
         "can complete",
         job=found.preemptor,
         details={"gangs": list(found.deadlock.gangs), "yields": victims},
+        subject=tuple(found.deadlock.gangs),
     )
     return True
 
@@ -836,6 +883,7 @@ def _resume(s: _Step) -> None:
             break
         plans += 1
         snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config, held=held)
+        s.snapshot_ok = True
         result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
         if result.feasible and not result.victims and result.placement:
             _issue_resume(s, view, record, snapshot, result, guard)
@@ -920,6 +968,42 @@ def _capacity(
             job=view.name,
             details={"free_gpus": free, "needs_gpus": need, "suspended_since": record.since},
         )
+
+
+# -- 4b. incidents: conditions watched on ticks, and those that ended (issue 13) --
+
+
+def _watch_conditions(s: _Step) -> None:
+    """Raise the conditions only time reveals (a checkpoint ageing, a gang waiting)."""
+    views = cluster.jobs(s.view, s.config)
+    for found in incidents.conditions(s.view, views, s.now, s.config):
+        s.alert(
+            derive_id(*found.base_id_parts),
+            found.kind,
+            found.message,
+            job=found.job,
+            severity=found.severity,
+            details=found.details,
+            subject=found.subject,
+        )
+
+
+def _resolve_ended(s: _Step) -> None:
+    """Send ``resolved`` for each open incident whose condition is over."""
+    open_ = [
+        (base, record)
+        for base, record in s.view.typed_prefix(ALERT, AlertRecord)
+        if record.resolved_at is None
+        and AlertKind(record.kind) in incidents.CONDITIONS
+        and record.raised_at < s.now  # not in the step that raised it
+    ]
+    if not open_:
+        return
+    views = cluster.jobs(s.view, s.config)
+    seen = incidents.Seen(views, s.snapshot_ok, incidents.stuck_gangs(views))
+    for base, record in open_:
+        if incidents.ended(record, s.view, seen, s.now, s.config):
+            s.resolve(base, record)
 
 
 # -- 5. retention ------------------------------------------------------------

@@ -215,6 +215,12 @@ class AlertRecord(RecordModel):
     job: str | None = None
     resolved_at: float | None = None
     """When its incident ended (the ``resolved`` alert was sent); None while it is open."""
+    severity: str = "warning"
+    subject: tuple[str, ...] = ()
+    """What the condition is about besides the job (a queue, a command, the gangs):
+    what ``incidents.ended`` looks at."""
+    incident: int = Field(0, ge=0)
+    """How many incidents of this condition came before (``incidents.incident_id``)."""
 
 
 class EvictionEntry(RecordModel):

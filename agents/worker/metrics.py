@@ -35,6 +35,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from gpuyield.agents.controller import incidents
 from gpuyield.agents.controller.decider import Input, Outcome, Planner
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -51,19 +52,10 @@ from gpuyield.schemas import Plan
 from gpuyield.schemas.messages import AlertKind, AlertState, Tick, YieldAck
 from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, topic_label
 
-EVENT_KINDS: frozenset[AlertKind] = frozenset(
-    {
-        AlertKind.YIELD_HARD_KILLED,
-        AlertKind.YIELD_FAILED,
-        AlertKind.CLOCK_SKEW,
-        AlertKind.RESERVATION_FAILED,
-        AlertKind.LIVELOCK,
-        # checked once, at the worker's start, and published outside the decider's table
-        AlertKind.VOLCANO_PREEMPTING,
-    }
-)
-"""Kinds that report something that happened, not a condition the decider follows: they
-are counted by ``gpuyield_alerts_total`` and never open in ``gpuyield_alerts_firing``."""
+EVENT_KINDS: frozenset[AlertKind] = frozenset(AlertKind) - incidents.CONDITIONS
+"""Kinds that report something that happened, not a condition the decider follows to its
+end (``incidents.CONDITIONS``): counted by ``gpuyield_alerts_total``, never open in
+``gpuyield_alerts_firing``."""
 
 UNKNOWN_QUEUE = "unknown"
 
