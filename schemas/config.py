@@ -194,6 +194,10 @@ class ControllerConfig(BaseModel):
     """The priority (a pod's spec.priority, or priority_classes' weight) from which a
     job is held to pending_sla_s."""
 
+    dangling_gang_s: Annotated[float, Field(gt=0)] = 300.0
+    """A running gang the watch shows with fewer pods placed than its minAvailable for
+    this long raises dangling-gang: it holds GPUs and cannot make progress."""
+
     # -- the live path (issue 9 §3) and trusted time (issue 11 §1)
     capability_without_gpu: Literal["zero", "cluster"] = "zero"
     """How to read a Volcano Queue whose spec.capability names resources but not

@@ -273,6 +273,7 @@ class AlertKind(StrEnum):
     # issue 13: conditions seen on ticks (agents/controller/incidents.py)
     CHECKPOINT_STALE = "checkpoint-stale"  # a preemptable job's newest checkpoint is too old
     PENDING_PAST_SLA = "pending-past-sla"  # a high-priority gang waited past its SLA budget
+    DANGLING_GANG = "dangling-gang"  # a running gang below its minAvailable for too long
 
 
 class AlertState(StrEnum):

@@ -53,6 +53,7 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
+    DANGLING,
     DEMAND,
     EVICTIONS,
     GROUP,
@@ -67,6 +68,7 @@ from gpuyield.agents.controller.records import (
     YIELD,
     AlertRecord,
     ClockRecord,
+    DanglingRecord,
     DemandRecord,
     EvictionEntry,
     EvictionsRecord,
@@ -976,6 +978,7 @@ def _capacity(
 def _watch_conditions(s: _Step) -> None:
     """Raise the conditions only time reveals (a checkpoint ageing, a gang waiting)."""
     views = cluster.jobs(s.view, s.config)
+    _watch_dangling(s, views)
     for found in incidents.conditions(s.view, views, s.now, s.config):
         s.alert(
             derive_id(*found.base_id_parts),
@@ -986,6 +989,29 @@ def _watch_conditions(s: _Step) -> None:
             details=found.details,
             subject=found.subject,
         )
+
+
+def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
+    """Since when each running gang has been below its minimum; alert past the threshold."""
+    for job, _ in list(s.view.typed_prefix(DANGLING, DanglingRecord)):
+        view = views.get(job)
+        if view is None or not incidents.dangling(view):
+            s.put(DANGLING + job, None)
+    for view in views.values():
+        if not incidents.dangling(view):
+            continue
+        record = s.view.typed(DANGLING + view.name, DanglingRecord)
+        if record is None:
+            s.put(DANGLING + view.name, DanglingRecord(since=s.now))
+        elif s.now - record.since >= s.config.dangling_gang_s:
+            found = incidents.dangling_finding(view, record.since, s.now)
+            s.alert(
+                derive_id(*found.base_id_parts),
+                found.kind,
+                found.message,
+                job=found.job,
+                details=found.details,
+            )
 
 
 def _resolve_ended(s: _Step) -> None:

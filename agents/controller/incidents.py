@@ -60,6 +60,7 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
         AlertKind.GANG_DEADLOCK,
         AlertKind.CHECKPOINT_STALE,
         AlertKind.PENDING_PAST_SLA,
+        AlertKind.DANGLING_GANG,
     }
 )
 """Kinds whose alerts are resolved when their condition ends; the others are events."""
@@ -112,6 +113,9 @@ def ended(
     if kind is AlertKind.PENDING_PAST_SLA:
         view = seen.views.get(job or "")
         return view is None or not _pending(view)
+    if kind is AlertKind.DANGLING_GANG:
+        view = seen.views.get(job or "")
+        return view is None or not dangling(view)
     return False
 
 
@@ -132,6 +136,36 @@ def stuck_gangs(views: Mapping[str, cluster.JobView]) -> frozenset[str]:
         if view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min:
             out.add(view.name)
     return frozenset(out)
+
+
+def dangling(view: cluster.JobView) -> bool:
+    """A running gang with fewer pods placed than its minimum (pods lost and not replaced),
+    other than one gpuyield is making yield."""
+    return (
+        view.state is JobState.RUNNING
+        and view.min_available is not None
+        and view.placed < view.min_available
+        and not view.leaving
+    )
+
+
+def dangling_finding(view: cluster.JobView, since: float, now: float) -> Finding:
+    return Finding(
+        base_id_parts=("dangling-gang", view.name, str(since)),
+        kind=AlertKind.DANGLING_GANG,
+        job=view.name,
+        message=(
+            f"{view.name} runs {view.placed} of the {view.min_available} pods its gang needs "
+            f"and has for {now - since:.0f} s: it holds GPUs and cannot make progress"
+        ),
+        severity="warning",
+        details={
+            "placed": view.placed,
+            "min_available": view.min_available,
+            "since": since,
+            "queue": view.queue,
+        },
+    )
 
 
 def _pending(view: cluster.JobView) -> bool:

@@ -36,6 +36,7 @@ SUSPENDED = "suspended/"
 RESERVATION = "reservation/"
 DEMAND = "demand/"
 ALERT = "alert/"
+DANGLING = "dangling/"
 GUARD = "guard"
 CLOCK = "clock"
 
@@ -223,6 +224,12 @@ class AlertRecord(RecordModel):
     """How many incidents of this condition came before (``incidents.incident_id``)."""
 
 
+class DanglingRecord(RecordModel):
+    """A running gang seen below its minimum since ``since`` (``incidents.dangling``)."""
+
+    since: float
+
+
 class EvictionEntry(RecordModel):
     victim: str
     by: str | None
@@ -259,6 +266,7 @@ KINDS: dict[str, type[RecordModel]] = {
     RESERVATION: ReservationRecord,
     DEMAND: DemandRecord,
     ALERT: AlertRecord,
+    DANGLING: DanglingRecord,
     GUARD: GuardRecord,
     CLOCK: ClockRecord,
 }

@@ -3,7 +3,7 @@ recurrence is a new incident with a new id; events are never resolved."""
 
 from __future__ import annotations
 
-from cluster_objects import T0, pod, pod_group, queue
+from cluster_objects import T0, node, pod, pod_group, queue
 from harness import NOW, Controller, production_demand, shared_pool
 from test_decider import ack
 from test_gang_deadlock import deadlocked
@@ -198,3 +198,43 @@ def test_invalid_input_is_resolved_once_a_valid_snapshot_is_built_again() -> Non
     assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
     assert alerts[1].alert_id == alerts[0].alert_id
     assert c.decisions  # and the demand is decided on at last
+
+
+def test_a_running_gang_that_lost_a_pod_is_dangling_after_the_threshold_until_it_recovers() -> None:
+    c = shared_pool()  # sweep-0 runs 2 pods with minMember 2
+    lost = pod("sweep-0", 1, namespace="research", node="gpu-01")
+    c.delete(lost, NOW)
+    c.tick(NOW + 1)
+    c.tick(NOW + 200)
+    assert of(c, AlertKind.DANGLING_GANG) == []  # under 300 s
+    c.tick(NOW + 302)
+    (dangling,) = of(c, AlertKind.DANGLING_GANG)
+    assert dangling.job == "research/sweep-0"
+    assert dangling.details["placed"] == 1
+    assert dangling.details["min_available"] == 2
+    c.add(pod("sweep-0", 2, namespace="research", node="gpu-01"), NOW + 400)  # replaced
+    c.tick(NOW + 401)
+    assert [a.state for a in of(c, AlertKind.DANGLING_GANG)] == [
+        AlertState.FIRING,
+        AlertState.RESOLVED,
+    ]
+
+
+def test_an_unservable_demand_is_resolved_when_its_job_is_deleted() -> None:
+    c = Controller()
+    for i in range(4):
+        c.add(node(f"gpu-{i:02d}"), NOW - 60)
+    c.add(queue("production", capability=64, guarantee=32, reclaimable=False), NOW - 60)
+    group = pod_group("huge", namespace="prod", queue="production", min_member=5, phase="Inqueue")
+    c.add(group, NOW)
+    for k in range(5):  # 40 GPUs on a 32-GPU pool: no eviction makes room
+        c.add(pod("huge", k, namespace="prod", priority=1000), NOW)
+    c.tick(NOW + 60)  # past the retry cooldown of the rounds its first pods started
+    assert [a.state for a in of(c, AlertKind.DEMAND_UNSERVABLE)] == [AlertState.FIRING]
+    c.delete(group, NOW + 90)
+    for k in range(5):
+        c.delete(pod("huge", k, namespace="prod", priority=1000), NOW + 90)
+    c.tick(NOW + 91)
+    alerts = of(c, AlertKind.DEMAND_UNSERVABLE)
+    assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
+    assert alerts[0].alert_id == alerts[1].alert_id
