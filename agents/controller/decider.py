@@ -413,12 +413,9 @@ def _object_key(event: KubeEvent) -> str:
     return f"{prefix}{namespace}/{event.name}"
 
 
-def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
-    key = _object_key(event)
-    if event.type is KubeEventType.DELETED:
-        s.put(key, None)
-        return
-    config = s.config
+def watched_record(event: KubeEvent, config: ControllerConfig) -> tuple[str, RecordModel]:
+    """The key and record a watched object becomes (``gpuyield doctor`` reads a dump so too);
+    ``InputRejected`` naming the field when the object cannot be read."""
     record: RecordModel
     try:
         if event.kind is KubeKind.NODE:
@@ -443,6 +440,14 @@ def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
         ) from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputRejected(f"{event.kind.value} {event.name}: unreadable object ({exc})") from None
+    return _object_key(event), record
+
+
+def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
+    if event.type is KubeEventType.DELETED:
+        s.put(_object_key(event), None)
+        return
+    key, record = watched_record(event, s.config)
     s.put(key, record)
     if isinstance(record, GroupRecord) and record.phase == "Running":
         _job_placed(s, f"{record.namespace}/{record.job}")

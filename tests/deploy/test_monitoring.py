@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from gpuyield.agents.node.metrics import NodeMetrics
 from gpuyield.agents.worker.metrics import EVENT_KINDS, WorkerMetrics
 from gpuyield.schemas.messages import AlertKind
+from gpuyield.streams.alert_delivery import alertname
 from gpuyield.streams.metrics import ArchiveMetrics, serve
 
 from .manifests import (
@@ -90,7 +91,7 @@ def test_a_broken_expectation_fails_the_unit_tests(tmp_path: Path) -> None:
     (tmp_path / "rules-test.yaml").write_text(yaml.safe_dump(tests), encoding="utf-8")
     done = promtool("test", "rules", "rules-test.yaml", cwd=tmp_path)
     assert done.returncode != 0
-    assert "GpuyieldYieldFailed" in done.stdout + done.stderr
+    assert "GpuyieldFailedYields" in done.stdout + done.stderr
 
 
 def test_every_rule_has_a_unit_test_that_fires_it() -> None:
@@ -101,6 +102,12 @@ def test_every_rule_has_a_unit_test_that_fires_it() -> None:
         if case.get("exp_alerts")
     }
     assert {rule["alert"] for rule in rules()} <= fired
+
+
+def test_no_rule_takes_an_alertname_the_alert_stream_sends_to_alertmanager() -> None:
+    """Both reach the same Alertmanager: an incident and a rate must not be grouped as one."""
+    stream = {alertname(kind.value) for kind in AlertKind}
+    assert not {rule["alert"] for rule in rules()} & stream
 
 
 def test_every_rule_has_a_severity_a_summary_and_a_runbook_link() -> None:
