@@ -6,11 +6,19 @@ from __future__ import annotations
 from cluster_objects import T0, node, pod, pod_group, queue
 from harness import NOW, Controller, production_demand, shared_pool
 from test_decider import ack
+from test_decider_live_path import suspended_trio
 from test_gang_deadlock import deadlocked
 from test_queue_capability import cpu_and_memory_only, pool_with_production_capability_without_gpus
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.schemas.messages import Alert, AlertKind, AlertState, JobProgress, YieldOutcome
+from gpuyield.schemas.messages import (
+    Alert,
+    AlertKind,
+    AlertState,
+    CommandAction,
+    JobProgress,
+    YieldOutcome,
+)
 
 
 def of(c: Controller, kind: AlertKind) -> list[Alert]:
@@ -238,3 +246,30 @@ def test_an_unservable_demand_is_resolved_when_its_job_is_deleted() -> None:
     alerts = of(c, AlertKind.DEMAND_UNSERVABLE)
     assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
     assert alerts[0].alert_id == alerts[1].alert_id
+
+
+def test_a_starved_resume_is_resolved_once_the_job_resumes() -> None:
+    c = suspended_trio()
+    later = NOW + 3600
+    for k in range(4):  # 16 GPUs free, none as a whole node
+        c.delete(pod("ft-wide", k, namespace="prod", priority=1000, node=f"gpu-0{k}"), later)
+        c.add(pod_group(f"fill-{k}", namespace="shared", queue="research"), later)
+        c.add(pod(f"fill-{k}", 0, namespace="shared", gpus=4, node=f"gpu-0{k}"), later)
+    for seconds in range(0, int(c.config.resume_starved_s) + 120, 60):
+        c.tick(later + 1 + seconds)
+    assert len(of(c, AlertKind.RESUME_STARVED)) == 3
+    done = later + c.config.resume_starved_s + 200
+    for k in range(4):  # the fillers finish: whole nodes again
+        c.delete(pod(f"fill-{k}", 0, namespace="shared", gpus=4, node=f"gpu-0{k}"), done)
+    c.tick(done + 1)
+    resolved = [a for a in of(c, AlertKind.RESUME_STARVED) if a.state is AlertState.RESOLVED]
+    resumed = {r.job for r in c.commands if r.action is CommandAction.RESUME}
+    assert (
+        {a.job for a in resolved}
+        == resumed
+        == {
+            "research/big",
+            "research/small-a",
+            "research/small-b",
+        }
+    )
