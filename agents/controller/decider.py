@@ -1021,13 +1021,13 @@ def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
 
 def _resolve_ended(s: _Step) -> None:
     """Send ``resolved`` for each open incident whose condition is over."""
-    open_ = [
-        (base, record)
-        for base, record in s.view.typed_prefix(ALERT, AlertRecord)
-        if record.resolved_at is None
-        and AlertKind(record.kind) in incidents.CONDITIONS
-        and record.raised_at < s.now  # not in the step that raised it
-    ]
+    open_ = []
+    for key in s.view.keys_with_prefix(ALERT):
+        raw = s.view[key]  # filtered raw first: most records are events or resolved
+        if raw.get("resolved_at") is None and raw.get("kind") in incidents.CONDITION_VALUES:
+            record = s.view.typed(key, AlertRecord)
+            if record is not None and record.raised_at < s.now:  # not in the step raising it
+                open_.append((key[len(ALERT) :], record))
     if not open_:
         return
     views = cluster.jobs(s.view, s.config)

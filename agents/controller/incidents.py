@@ -65,6 +65,8 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
 )
 """Kinds whose alerts are resolved when their condition ends; the others are events."""
 
+CONDITION_VALUES: frozenset[str] = frozenset(kind.value for kind in CONDITIONS)
+
 
 def incident_id(base: str, incident: int) -> str:
     """The alert id of the ``incident``-th occurrence (0: the first) of condition ``base``."""
