@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from gpuyield.schemas.labels import GROUP_ANNOTATION, JOB_LABEL
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, KubeKind
 
 Object = dict[str, Any]
@@ -39,8 +40,8 @@ Resources = Mapping[str, str | int]
 GPU = "nvidia.com/gpu"
 VOLCANO_JOBS = "batch.volcano.sh/v1alpha1"
 VOLCANO_SCHEDULING = "scheduling.volcano.sh/v1beta1"
-GROUP_NAME = "scheduling.k8s.io/group-name"
-JOB_NAME = "volcano.sh/job-name"
+GROUP_NAME = GROUP_ANNOTATION
+JOB_NAME = JOB_LABEL
 JOB_NAMESPACE = "volcano.sh/job-namespace"
 QUEUE_NAME = "volcano.sh/queue-name"
 TASK_SPEC = "volcano.sh/task-spec"

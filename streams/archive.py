@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from gpuyield.schemas.labels import JOB_LABEL
 from gpuyield.streams.metrics import ArchiveMetrics, lag
 
 log = logging.getLogger(__name__)
@@ -69,7 +70,6 @@ SCHEMA = pa.schema(
 """The row of every archive file (``docs`` and the README show a query)."""
 
 _FILE_NAME = re.compile(r"(\d{20})-(\d{20})\.parquet")
-JOB_LABEL = "volcano.sh/job-name"
 
 
 @dataclass(frozen=True, slots=True)

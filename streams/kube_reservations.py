@@ -47,19 +47,14 @@ import kubernetes.client
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from gpuyield.schemas.labels import HOLDERS_ANNOTATION, JOB_LABEL, RESERVED_LABEL, TAINT_KEY
 from gpuyield.schemas.messages import Reservation, ReservationState
 
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
 
-TAINT_KEY = "gpuyield.io/reserved"
 TAINT_EFFECT = "NoSchedule"
-HOLDERS_ANNOTATION = "gpuyield.io/reserved-for"
-RESERVED_LABEL = "gpuyield.io/reserved"
-"""Set with the taint, in the same patch: a reconcile finds our nodes by label, not by
-listing every node of a large cluster."""
-JOB_LABEL = "volcano.sh/job-name"
 STRATEGIC = "application/strategic-merge-patch+json"
 
 

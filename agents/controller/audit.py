@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuyield.schemas.decoding import MessageError, decode
+from gpuyield.schemas.labels import JOB_LABEL
 from gpuyield.schemas.messages import (
     Alert,
     CommandAction,
@@ -37,7 +38,6 @@ from gpuyield.schemas.messages import (
 )
 
 FINISHED_PHASES = frozenset({"Completed", "Failed", "Terminated"})
-JOB_LABEL = "volcano.sh/job-name"
 
 TOPIC_MODELS: Mapping[str, type[BaseModel]] = {
     "gpuyield.kube-events": KubeEvent,

@@ -26,10 +26,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-GPU = "nvidia.com/gpu"
-GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
-JOB_LABEL = "volcano.sh/job-name"
-PREEMPTABLE = "volcano.sh/preemptable"
+from gpuyield.schemas.labels import GPU, GROUP_ANNOTATION, JOB_LABEL, PREEMPTABLE
 
 Record = dict[str, Any]
 

@@ -40,6 +40,7 @@ from kubernetes.client.exceptions import ApiException
 
 from gpuyield.agents.node.pods import split_job
 from gpuyield.agents.node.suspenders import JobGone
+from gpuyield.schemas.labels import COMMAND_ID_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ def bus_command(
             "namespace": metadata.get("namespace", "default"),
             "ownerReferences": [owner],
             "labels": {"app.kubernetes.io/managed-by": MANAGED_BY},
-            "annotations": {"gpuyield.io/command-id": command_id},
+            "annotations": {COMMAND_ID_ANNOTATION: command_id},
         },
         "action": action,
         "target": owner,
