@@ -19,9 +19,10 @@ from typing import Annotated
 import typer
 
 from gpuyield.cli_io import fail
-from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.archive import Archive, Archiver
 from gpuyield.streams.kafka_client import kafka_python_kwargs
+from gpuyield.streams.metrics import ArchiveMetrics
 from gpuyield.streams.topics import registry
 from gpuyield.worker_command import recorded_bootstrap
 
@@ -43,6 +44,7 @@ def archive_command(
         Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
+    metrics_port: MetricsPort = None,
 ) -> None:
     """Follow every gpuyield topic and write it to Parquet, until Ctrl-C or SIGTERM."""
     from kafka import KafkaConsumer
@@ -75,14 +77,23 @@ def archive_command(
         )
     except (KafkaError, OSError) as exc:
         fail(f"cannot reach Kafka at {','.join(bootstrap)}: {exc}")
-    archiver = Archiver(consumer, archive, topics, flush_records=flush_records, flush_s=flush_s)
-    typer.echo(f"gpuyield archive: {','.join(bootstrap)} -> {out}", err=True)
-    try:
-        refreshed = 0.0
-        while not stop.is_set():
-            if time.monotonic() - refreshed >= REFRESH_TOPICS_S:
-                archiver.assign()
-                refreshed = time.monotonic()
-            archiver.poll(timeout_ms=500)
-    finally:
-        archiver.close()
+    metrics = ArchiveMetrics(prefix=settings.topic_prefix)
+    with metrics_served(metrics_port, settings, metrics.registry) as served:
+        archiver = Archiver(
+            consumer,
+            archive,
+            topics,
+            flush_records=flush_records,
+            flush_s=flush_s,
+            metrics=metrics if served is not None else None,
+        )
+        typer.echo(f"gpuyield archive: {','.join(bootstrap)} -> {out}", err=True)
+        try:
+            refreshed = 0.0
+            while not stop.is_set():
+                if time.monotonic() - refreshed >= REFRESH_TOPICS_S:
+                    archiver.assign()
+                    refreshed = time.monotonic()
+                archiver.poll(timeout_ms=500)
+        finally:
+            archiver.close()

@@ -22,6 +22,7 @@ from gpuyield.cli_io import fail, read_snapshot
 from gpuyield.cli_render import explain_table
 from gpuyield.config_command import config_command
 from gpuyield.demo_command import demo_command
+from gpuyield.doctor_command import doctor_command
 from gpuyield.node_agent_command import node_agent_command
 from gpuyield.replay_command import replay_command
 from gpuyield.schemas.export import write_schemas
@@ -92,6 +93,7 @@ app.command("audit")(audit_command)
 app.command("replay")(replay_command)
 app.command("alerts")(alerts_command)
 app.command("config")(config_command)
+app.command("doctor")(doctor_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,20 +17,26 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
-def read_snapshot(source: str) -> Snapshot:
+def read_source(source: str, expected: str) -> tuple[str, str]:
+    """The text of file ``source`` (``-``: stdin) and its name; exit 2 if it cannot be read."""
     if source == "-":
-        text, name = sys.stdin.read(), "<stdin>"
-    else:
-        path = Path(source)
-        name = source
-        if not path.exists():
-            fail(f"{source}: no such file")
-        if path.is_dir():
-            fail(f"{source}: is a directory, expected a JSON snapshot")
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            fail(f"{source}: cannot be read: {exc}")
+            return sys.stdin.read(), "<stdin>"
+        except UnicodeDecodeError as exc:
+            fail(f"<stdin>: cannot be read: {exc}")
+    path = Path(source)
+    if not path.exists():
+        fail(f"{source}: no such file")
+    if path.is_dir():
+        fail(f"{source}: is a directory, expected {expected}")
+    try:
+        return path.read_text(encoding="utf-8"), source
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{source}: cannot be read: {exc}")
+
+
+def read_snapshot(source: str) -> Snapshot:
+    text, name = read_source(source, "a JSON snapshot")
     try:
         return load_snapshot(text, name)
     except InputError as exc:

@@ -37,12 +37,13 @@ from gpuyield.agents.node.kube_signaller import (
     KubernetesPodUidResolver,
 )
 from gpuyield.agents.node.local_signaller import LocalPodRegistry, LocalProcessSignaller
+from gpuyield.agents.node.metrics import NodeMetrics
 from gpuyield.agents.node.service import AgentTopics, NodeAgentConfig, run_node_agent
 from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
-from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
@@ -101,6 +102,7 @@ def node_agent_command(
         Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
     ] = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
+    metrics_port: MetricsPort = None,
 ) -> None:
     """Carry out yield and resume commands for one node: signal, checkpoint, release, ack."""
     settings = settings_or_fail(config)
@@ -129,19 +131,22 @@ def node_agent_command(
         f"Redis {endpoints.redis_url}, signaller {signaller.value}",
         err=True,
     )
+    metrics = NodeMetrics(prefix=settings.topic_prefix)
     try:
-        asyncio.run(
-            _serve(
-                agent_config,
-                settings,
-                endpoints.redis_url,
-                signaller,
-                suspender,
-                proc_root=proc_root,
-                gpus_per_pod=gpus_per_pod,
-                kubeconfig=kubeconfig,
+        with metrics_served(metrics_port, settings, metrics.registry) as served:
+            asyncio.run(
+                _serve(
+                    agent_config,
+                    settings,
+                    endpoints.redis_url,
+                    signaller,
+                    suspender,
+                    proc_root=proc_root,
+                    gpus_per_pod=gpus_per_pod,
+                    kubeconfig=kubeconfig,
+                    metrics=metrics if served is not None else None,
+                )
             )
-        )
     except (KafkaError, RedisError, OSError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
@@ -201,6 +206,7 @@ async def _serve(
     proc_root: Path,
     gpus_per_pod: int,
     kubeconfig: str | None,
+    metrics: NodeMetrics | None = None,
 ) -> None:
     try:
         # The worker creates the topics; an agent that starts first must not let a
@@ -236,6 +242,7 @@ async def _serve(
             suspender=suspender,
             gpus=gpus,
             stop=stop,
+            metrics=metrics,
         )
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):

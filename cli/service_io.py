@@ -6,10 +6,17 @@ line naming the variable) and logs in the same format.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Annotated
+
+import typer
+from prometheus_client import CollectorRegistry
 
 from gpuyield.cli_io import fail
+from gpuyield.streams.metrics import MetricsServer, serve
 from gpuyield.streams.settings import (
     LoadedSettings,
     Settings,
@@ -35,3 +42,36 @@ def traced_settings_or_fail(config: Path | None = None) -> LoadedSettings:
 
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format=LOG_FORMAT)
+
+
+MetricsPort = Annotated[
+    int | None,
+    typer.Option(
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics at /metrics on this port (default: GPUYIELD_METRICS_PORT; "
+        "unset: none).",
+    ),
+]
+
+
+@contextlib.contextmanager
+def metrics_served(
+    flag: int | None, settings: Settings, registry: CollectorRegistry
+) -> Iterator[MetricsServer | None]:
+    """Serve ``registry`` on ``--metrics-port`` (else the setting) for the block; exit 2 if
+    the port cannot be bound. Yields None when neither asks for metrics."""
+    port = flag if flag is not None else settings.metrics_port
+    if port is None:
+        yield None
+        return
+    try:
+        server = serve(port, registry)
+    except OSError as exc:
+        fail(f"--metrics-port {port}: cannot listen ({exc.strerror or exc})")
+    logging.getLogger(__name__).info("metrics on :%d/metrics", server.port)
+    try:
+        yield server
+    finally:
+        server.close()

@@ -26,9 +26,10 @@ from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
-from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_job_events import EventWriter
@@ -147,14 +148,19 @@ def worker_command(
         float, typer.Option(min=0.1, help="Seconds between ticks (deadline resolution).")
     ] = 2.0,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
+    metrics_port: MetricsPort = None,
 ) -> None:
     """Run the controller: progress tables, the livelock guard and the eviction decider."""
     settings = settings_or_fail(config)
     configure_logging(loglevel)
     enforcer = reservation_enforcer(settings)  # before any service starts: fail fast
     events = event_writer(settings)
+    metrics = WorkerMetrics(prefix=settings.topic_prefix)
     try:
-        with services(settings) as endpoints:
+        with (
+            metrics_served(metrics_port, settings, metrics.registry) as served,
+            services(settings) as endpoints,
+        ):
             prefix = settings.topic_prefix
             specs = registry(settings.topic_partitions, prefix=prefix) + changelogs(
                 settings.app_id, settings.topic_partitions
@@ -187,6 +193,7 @@ def worker_command(
                     reservation_reconcile_s=settings.reservation_reconcile_s,
                     event_writer=events,
                     instance=socket.gethostname(),
+                    metrics=metrics if served is not None else None,
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

@@ -185,6 +185,24 @@ class ControllerConfig(BaseModel):
     and for which enough GPUs have been free this long without it resuming
     (fragmented, or held for others) raises a resume-starved alert."""
 
+    # -- conditions watched on ticks (issue 13; agents/controller/incidents.py)
+    checkpoint_stale_factor: Annotated[float, Field(ge=1)] = 3.0
+    """A preemptable running job that reports a checkpoint interval and whose newest
+    checkpoint is older than this many intervals raises checkpoint-stale: a yield
+    would lose more work than its owner planned for."""
+
+    pending_sla_s: Annotated[float, Field(ge=0)] = 0.0
+    """A gang of priority sla_priority or more that has waited this long without
+    being placed raises pending-past-sla. 0: off (set it to the production SLA)."""
+
+    sla_priority: float = 1000.0
+    """The priority (a pod's spec.priority, or priority_classes' weight) from which a
+    job is held to pending_sla_s."""
+
+    dangling_gang_s: Annotated[float, Field(gt=0)] = 300.0
+    """A running gang the watch shows with fewer pods placed than its minAvailable for
+    this long raises dangling-gang: it holds GPUs and cannot make progress."""
+
     # -- the live path (issue 9 §3) and trusted time (issue 11 §1)
     capability_without_gpu: Literal["zero", "cluster"] = "zero"
     """How to read a Volcano Queue whose spec.capability names resources but not

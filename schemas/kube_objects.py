@@ -493,6 +493,10 @@ def pods_for(job: Object, *, nodes: Sequence[str | None] = ()) -> list[Object]:
                 },
             )
             pod["spec"]["containers"] = [dict(c) for c in template["spec"]["containers"]]
+            if "terminationGracePeriodSeconds" in template["spec"]:  # the template's, as Volcano
+                pod["spec"]["terminationGracePeriodSeconds"] = template["spec"][
+                    "terminationGracePeriodSeconds"
+                ]
             pod["metadata"]["ownerReferences"] = [_owner(job)]
             pods.append(pod)
     return pods

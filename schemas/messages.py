@@ -354,6 +354,10 @@ class AlertKind(StrEnum):
     # A waiting job with an SLA (gpuyield.io/sla-seconds) used sla_risk_share of its budget:
     # production's claim now overrides cooldowns, eviction limits and W_eff protection.
     SLA_AT_RISK = "sla-at-risk"
+    # issue 13: conditions seen on ticks (agents/controller/incidents.py)
+    CHECKPOINT_STALE = "checkpoint-stale"  # a preemptable job's newest checkpoint is too old
+    PENDING_PAST_SLA = "pending-past-sla"  # a high-priority gang waited past its SLA budget
+    DANGLING_GANG = "dangling-gang"  # a running gang below its minAvailable for too long
 
 
 class AlertState(StrEnum):

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from gpuyield.schemas.labels import JOB_LABEL
+from gpuyield.streams.metrics import ArchiveMetrics, lag
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +265,7 @@ class Archiver:
         flush_records: int = 5000,
         flush_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        metrics: ArchiveMetrics | None = None,
     ) -> None:
         if flush_records < 1 or flush_s <= 0:
             raise ValueError("flush_records must be >= 1 and flush_s > 0")
@@ -276,6 +278,7 @@ class Archiver:
         self.pending: dict[tuple[str, int], _Pending] = {}
         self.assigned: set[tuple[str, int]] = set()
         self.written: list[str] = []
+        self.metrics = metrics
 
     def assign(self) -> int:
         """Assign the partitions of every topic that exists; return how many are new.
@@ -346,6 +349,12 @@ class Archiver:
         for (topic, partition), pending in list(self.pending.items()):
             if pending.messages and now - pending.since >= self.flush_s:
                 self._flush(topic, partition)
+        if self.metrics is not None and batches:
+            self.metrics.positions(
+                (tp.topic, tp.partition, lag(self.consumer.highwater(tp), records[-1].offset + 1))
+                for tp, records in batches.items()
+                if records
+            )
         return count
 
     def flush(self) -> None:
@@ -361,6 +370,8 @@ class Archiver:
             return
         path = self.archive.write(pending.messages)
         self.written.append(path)
+        if self.metrics is not None:
+            self.metrics.written(topic, len(pending.messages))
         last = pending.messages[-1].offset
         # Committed only once the file is durable; a failed commit costs nothing,
         # since the files, not the group, say where to resume.

@@ -379,6 +379,19 @@ class Settings(BaseSettings):
         ),
     )
 
+    # -- Prometheus: /metrics of the worker, the node agent and the archiver ------------
+    # (streams/metrics.py). Off by default; deploy/ sets it and scrapes it.
+    metrics_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description=(
+            "Port on which the worker, the node agent and the archiver serve Prometheus "
+            "metrics at /metrics (their --metrics-port flag wins). Unset: no metrics "
+            "server. deploy/ uses 9400."
+        ),
+    )
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -57,6 +57,7 @@ TIME_KEYS = frozenset(
         "created_at",
         "resume_issued",
         "capacity_since",
+        "resolved_at",
     }
 )
 """Record fields that hold Unix times (a dict or list under one holds times too)."""

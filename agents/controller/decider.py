@@ -34,7 +34,7 @@ What one step does:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -44,6 +44,7 @@ from gpuyield.agents.controller import (
     clock,
     cluster,
     deadlock,
+    incidents,
     kube_facts,
     queue_capability,
     yields,
@@ -52,6 +53,7 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
+    DANGLING,
     DEMAND,
     EVICTIONS,
     GROUP,
@@ -66,6 +68,7 @@ from gpuyield.agents.controller.records import (
     YIELD,
     AlertRecord,
     ClockRecord,
+    DanglingRecord,
     DemandRecord,
     EvictionEntry,
     EvictionsRecord,
@@ -94,6 +97,7 @@ from gpuyield.schemas.errors import explain_validation_error
 from gpuyield.schemas.messages import (
     Alert,
     AlertKind,
+    AlertState,
     CommandAction,
     Decision,
     JobProgress,
@@ -110,6 +114,8 @@ from gpuyield.schemas.messages import (
 )
 
 Input = KubeEvent | JobProgress | YieldAck | Tick
+Planner = Callable[..., Plan]
+"""``planner.plan``'s signature: the worker passes a timed wrapper (its metrics)."""
 ID_NAMESPACE = uuid.UUID("6f1c7a52-8d0e-4b51-9a57-1e0c5d2f9b10")
 
 LEAVING_LIMIT_S = 600.0
@@ -158,8 +164,13 @@ class _Step:
     """The mutable scratch of one step; only ``step`` below creates it."""
 
     def __init__(
-        self, records: Mapping[str, Record], origin: str, config: ControllerConfig
+        self,
+        records: Mapping[str, Record],
+        origin: str,
+        config: ControllerConfig,
+        planner: Planner = plan,
     ) -> None:
+        self.planner = planner
         self.writes: Writes = {}
         self.view = Overlay(records, self.writes)
         self.origin = origin
@@ -169,6 +180,8 @@ class _Step:
         self.alerts: list[Alert] = []
         self.reservations: list[Reservation] = []
         self.now = 0.0
+        self.snapshot_ok = False
+        """A snapshot was built and validated (an invalid-input incident has ended)."""
 
     # -- records -----------------------------------------------------------
     def put(self, key: str, value: RecordModel | None) -> None:
@@ -314,19 +327,54 @@ class _Step:
         job: str | None = None,
         severity: str = "warning",
         details: dict[str, object] | None = None,
+        subject: tuple[str, ...] = (),
     ) -> None:
-        if ALERT + alert_id in self.view:
-            return  # raised before: a replay or a repeat raises nothing new
-        self.put(ALERT + alert_id, AlertRecord(kind=kind.value, raised_at=self.now, job=job))
+        """Raise ``alert_id`` once per incident (``incidents``): a repeat raises nothing,
+        a condition that comes back after it was resolved is a new incident."""
+        old = self.view.typed(ALERT + alert_id, AlertRecord)
+        incident = 0
+        if old is not None:
+            if old.resolved_at is None or kind not in incidents.CONDITIONS:
+                return  # raised before: a replay or a repeat raises nothing new
+            incident = old.incident + 1
+        self.put(
+            ALERT + alert_id,
+            AlertRecord(
+                kind=kind.value,
+                raised_at=self.now,
+                job=job,
+                severity=severity,
+                subject=subject,
+                incident=incident,
+            ),
+        )
         self.alerts.append(
             Alert(
-                alert_id=alert_id,
+                alert_id=incidents.incident_id(alert_id, incident),
                 kind=kind,
                 severity=severity,
                 job=job,
                 message=message,
                 raised_at=self.now,
                 details=details or {},
+            )
+        )
+
+    def resolve(self, base: str, record: AlertRecord) -> None:
+        """Send ``record``'s incident as resolved, once."""
+        self.put(ALERT + base, record.model_copy(update={"resolved_at": self.now}))
+        about = ", ".join(record.subject) or record.job or ""
+        self.alerts.append(
+            Alert(
+                alert_id=incidents.incident_id(base, record.incident),
+                kind=AlertKind(record.kind),
+                severity=record.severity,
+                job=record.job,
+                message=f"resolved: {record.kind}" + (f" ({about})" if about else ""),
+                raised_at=record.raised_at,
+                details={"subject": list(record.subject)} if record.subject else {},
+                state=AlertState.RESOLVED,
+                resolved_at=self.now,
             )
         )
 
@@ -347,9 +395,15 @@ def step(
     message: Input,
     origin: str,
     config: ControllerConfig,
+    *,
+    planner: Planner = plan,
 ) -> Outcome:
-    """Apply one input message and decide; see the module docstring."""
-    s = _Step(records, origin, config)
+    """Apply one input message and decide; see the module docstring.
+
+    ``planner`` is ``planner.plan`` or a wrapper that returns its plan unchanged
+    (the worker's timing for ``gpuyield_planner_seconds``): the step stays pure.
+    """
+    s = _Step(records, origin, config, planner)
     _tell_time(s, message)
     if isinstance(message, KubeEvent):
         _apply_kube_event(s, message)
@@ -375,6 +429,9 @@ def step(
             severity="critical",
         )
     if isinstance(message, Tick):
+        _watch_conditions(s)
+    _resolve_ended(s)
+    if isinstance(message, Tick):
         _forget(s)
     return Outcome(
         s.writes,
@@ -398,12 +455,9 @@ def _object_key(event: KubeEvent) -> str:
     return f"{prefix}{namespace}/{event.name}"
 
 
-def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
-    key = _object_key(event)
-    if event.type is KubeEventType.DELETED:
-        s.put(key, None)
-        return
-    config = s.config
+def watched_record(event: KubeEvent, config: ControllerConfig) -> tuple[str, RecordModel]:
+    """The key and record a watched object becomes (``gpuyield doctor`` reads a dump so too);
+    ``InputRejected`` naming the field when the object cannot be read."""
     record: RecordModel
     try:
         if event.kind is KubeKind.NODE:
@@ -428,6 +482,14 @@ def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
         ) from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise InputRejected(f"{event.kind.value} {event.name}: unreadable object ({exc})") from None
+    return _object_key(event), record
+
+
+def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
+    if event.type is KubeEventType.DELETED:
+        s.put(_object_key(event), None)
+        return
+    key, record = watched_record(event, s.config)
     s.put(key, record)
     if isinstance(record, GroupRecord) and record.phase == "Running":
         _job_placed(s, f"{record.namespace}/{record.job}")
@@ -612,6 +674,7 @@ def _housekeeping(s: _Step) -> None:
                 f"{s.now - record.deadline:.0f} s after its deadline",
                 job=record.job,
                 details={"command_id": command.command_id, "node": command.node},
+                subject=(command.command_id,),
             )
         _save_yield(s, key, record, new)
     for job, reservation in list(s.view.typed_prefix(RESERVATION, ReservationRecord)):
@@ -690,6 +753,7 @@ def _decide(s: _Step) -> None:
             AlertKind.QUEUE_MISCONFIGURED,
             found.message,
             details=found.details,
+            subject=(found.queue,),
         )
     if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
         views = cluster.jobs(s.view, s.config)
@@ -725,7 +789,8 @@ def _decide(s: _Step) -> None:
             continue
         plans += 1
         snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
-        result = plan(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
+        s.snapshot_ok = True
+        result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
         if not result.feasible:
             s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
             s.alert(
@@ -813,6 +878,7 @@ def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
             "or eviction limit): delete one of them",
             severity="critical",
             details={"gangs": list(found.deadlock.gangs)},
+            subject=tuple(found.deadlock.gangs),
         )
         return False
     _issue(s, found.preemptor, found.snapshot, found.plan, s.ledger(found.preemptor))
@@ -825,6 +891,7 @@ def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
         "can complete",
         job=found.preemptor,
         details={"gangs": list(found.deadlock.gangs), "yields": victims},
+        subject=tuple(found.deadlock.gangs),
     )
     return True
 
@@ -959,7 +1026,8 @@ def _resume(s: _Step) -> None:
             break
         plans += 1
         snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config, held=held)
-        result = plan(snapshot, view.name, budget=s.config.planner_budget, explain=True)
+        s.snapshot_ok = True
+        result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
         if result.feasible and not result.victims and result.placement:
             _issue_resume(s, view, record, snapshot, result, guard)
             return  # one resume per step: the next step sees its GPUs as nominated
@@ -1042,6 +1110,66 @@ def _capacity(
             job=view.name,
             details={"free_gpus": free, "needs_gpus": need, "suspended_since": record.since},
         )
+
+
+# -- 4b. incidents: conditions watched on ticks, and those that ended (issue 13) --
+
+
+def _watch_conditions(s: _Step) -> None:
+    """Raise the conditions only time reveals (a checkpoint ageing, a gang waiting)."""
+    views = cluster.jobs(s.view, s.config)
+    _watch_dangling(s, views)
+    for found in incidents.conditions(s.view, views, s.now, s.config):
+        s.alert(
+            derive_id(*found.base_id_parts),
+            found.kind,
+            found.message,
+            job=found.job,
+            severity=found.severity,
+            details=found.details,
+            subject=found.subject,
+        )
+
+
+def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
+    """Since when each running gang has been below its minimum; alert past the threshold."""
+    for job, _ in list(s.view.typed_prefix(DANGLING, DanglingRecord)):
+        view = views.get(job)
+        if view is None or not incidents.dangling(view):
+            s.put(DANGLING + job, None)
+    for view in views.values():
+        if not incidents.dangling(view):
+            continue
+        record = s.view.typed(DANGLING + view.name, DanglingRecord)
+        if record is None:
+            s.put(DANGLING + view.name, DanglingRecord(since=s.now))
+        elif s.now - record.since >= s.config.dangling_gang_s:
+            found = incidents.dangling_finding(view, record.since, s.now)
+            s.alert(
+                derive_id(*found.base_id_parts),
+                found.kind,
+                found.message,
+                job=found.job,
+                details=found.details,
+            )
+
+
+def _resolve_ended(s: _Step) -> None:
+    """Send ``resolved`` for each open incident whose condition is over."""
+    open_ = []
+    for key in s.view.keys_with_prefix(ALERT):
+        raw = s.view[key]  # filtered raw first: most records are events or resolved
+        if raw.get("resolved_at") is None and raw.get("kind") in incidents.CONDITION_VALUES:
+            record = s.view.typed(key, AlertRecord)
+            if record is not None and record.raised_at < s.now:  # not in the step raising it
+                open_.append((key[len(ALERT) :], record))
+    if not open_:
+        return
+    views = cluster.jobs(s.view, s.config)
+    seen = incidents.Seen(views, s.snapshot_ok, incidents.stuck_gangs(views))
+    for base, record in open_:
+        if incidents.ended(record, s.view, seen, s.now, s.config):
+            s.resolve(base, record)
 
 
 # -- 5. retention ------------------------------------------------------------

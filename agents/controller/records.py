@@ -36,6 +36,7 @@ SUSPENDED = "suspended/"
 RESERVATION = "reservation/"
 DEMAND = "demand/"
 ALERT = "alert/"
+DANGLING = "dangling/"
 GUARD = "guard"
 CLOCK = "clock"
 
@@ -220,6 +221,20 @@ class AlertRecord(RecordModel):
     kind: str
     raised_at: float
     job: str | None = None
+    resolved_at: float | None = None
+    """When its incident ended (the ``resolved`` alert was sent); None while it is open."""
+    severity: str = "warning"
+    subject: tuple[str, ...] = ()
+    """What the condition is about besides the job (a queue, a command, the gangs):
+    what ``incidents.ended`` looks at."""
+    incident: int = Field(0, ge=0)
+    """How many incidents of this condition came before (``incidents.incident_id``)."""
+
+
+class DanglingRecord(RecordModel):
+    """A running gang seen below its minimum since ``since`` (``incidents.dangling``)."""
+
+    since: float
 
 
 class EvictionEntry(RecordModel):
@@ -258,6 +273,7 @@ KINDS: dict[str, type[RecordModel]] = {
     RESERVATION: ReservationRecord,
     DEMAND: DemandRecord,
     ALERT: AlertRecord,
+    DANGLING: DanglingRecord,
     GUARD: GuardRecord,
     CLOCK: ClockRecord,
 }

@@ -35,6 +35,7 @@ from gpuyield.agents.node.executor import ExecutorSettings, YieldExecutor
 from gpuyield.agents.node.gpus import GpuCounter
 from gpuyield.agents.node.heartbeat_feed import HeartbeatFeed
 from gpuyield.agents.node.ledger import WEEK_S, Ledger
+from gpuyield.agents.node.metrics import MeteredLedger, NodeMetrics
 from gpuyield.agents.node.progress import ProgressBoard
 from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender
@@ -103,11 +104,12 @@ async def run_node_agent(
     ready: asyncio.Event | None = None,
     clock: Clock = system_clock,
     sleep: Sleep = system_sleep,
+    metrics: NodeMetrics | None = None,
 ) -> NodeAgent:
     """Run one node's agent until ``stop`` is set; returns the agent (for its counters).
 
     ``ready`` is set once in-flight yields are taken up and the command
-    consumer is started.
+    consumer is started. ``metrics`` (``--metrics-port``) counts its phases.
     """
     topics = config.topics
     producer = AIOKafkaProducer(
@@ -121,10 +123,18 @@ async def run_node_agent(
     feed = HeartbeatFeed(board, topic=topics.heartbeats, kafka=config.kafka)
     feed_task: asyncio.Task[None] | None = None
     consumer: AIOKafkaConsumer | None = None
-    ledger = Ledger(redis, config.node, prefix=config.redis_prefix, ttl_s=config.record_ttl_s)
+    ledger = (
+        Ledger(redis, config.node, prefix=config.redis_prefix, ttl_s=config.record_ttl_s)
+        if metrics is None
+        else MeteredLedger(
+            redis, config.node, metrics, prefix=config.redis_prefix, ttl_s=config.record_ttl_s
+        )
+    )
 
     async def dead_letter(letter: DeadLetter) -> None:
         await publish_dead_letter(producer, letter, topic=topics.dead_letters)
+        if metrics is not None:
+            metrics.dead_letter(letter.source_topic)
 
     executor = YieldExecutor(
         ledger=ledger,

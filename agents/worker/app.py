@@ -40,11 +40,13 @@ from faust.serializers import codecs
 from faust.types import EventT
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input
+from gpuyield.agents.controller.decider import Input, Outcome
 from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
+from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.job_events import write_events
+from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
     OutcomeSinks,
@@ -138,6 +140,9 @@ class WorkerOptions:
     instance: str = "gpuyield-worker"
     """The Events' ``reportingInstance``: this worker (its pod's name in a cluster)."""
 
+    metrics: WorkerMetrics | None = None
+    """Prometheus families to update (``--metrics-port``); None: nothing is measured."""
+
 
 def build_app(
     options: WorkerOptions,
@@ -148,6 +153,8 @@ def build_app(
 ) -> faust.App:
     """A configured app with its agents; ``faust.Worker(app)`` runs it."""
     p = options.topic_prefix
+    metrics = options.metrics
+    planner = metrics.timed_planner() if metrics is not None else plan
     local: dict[str, Any] = {}
     if options.data_dir:
         # faust makes only the last level, and a worker on external Kafka and Redis has
@@ -228,6 +235,19 @@ def build_app(
             reason,
         )
         await dead_letters.send(key=message.topic.encode(), value=encode(letter))
+        if metrics is not None:
+            metrics.dead_letter(message.topic)
+
+    def consumed(event: EventT[bytes]) -> None:
+        """The consumer lag of ``event``'s partition, once it is read."""
+        if metrics is None:
+            return
+        message = event.message
+        try:
+            highwater: int | None = app.consumer.highwater(message.tp)
+        except Exception:  # not known yet (or no consumer in a test): no figure
+            highwater = None
+        metrics.consumed(message.topic, message.partition, message.offset, highwater)
 
     @app.agent(heartbeats)
     async def progress(stream: faust.StreamT[bytes]) -> None:
@@ -248,6 +268,11 @@ def build_app(
                     continue
                 if job is not None:
                     changed[job] = None
+            if metrics is not None and events:
+                metrics.heartbeats.inc(len(events))
+                newest = {e.message.partition: e for e in events}  # the last read of each
+                for event in newest.values():
+                    consumed(event)
             for forwarded in folder.forward_changed(changed):
                 await job_progress.send(key=forwarded.job.encode(), value=encode(forwarded))
 
@@ -258,6 +283,12 @@ def build_app(
         p + TICKS: Tick,
     }
     last_view = [0.0]
+
+    def observe(message: Input, outcome: Outcome) -> None:
+        """The metrics of one step, read against the table before its writes."""
+        if metrics is not None:
+            metrics.observe_step(TableView(decider_table), message, outcome)
+
     reservation_sync = ReservationSync(
         options.reservation_enforcer, options.reservation_reconcile_s
     )
@@ -278,7 +309,19 @@ def build_app(
                 time.time(),
             )
             await journal.send(key=b"decider", value=encode(entry))
-            outcome = decide(decider_table, models[message.topic], event.value, origin, config)
+            started = time.perf_counter()
+            outcome = decide(
+                decider_table,
+                models[message.topic],
+                event.value,
+                origin,
+                config,
+                planner=planner,
+                observe=observe,
+            )
+            if metrics is not None:
+                metrics.step_seconds.observe(time.perf_counter() - started)
+                consumed(event)
             if isinstance(outcome, str):
                 await reject(event, outcome)
                 continue

@@ -21,12 +21,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, step
+from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, Planner, step
 from gpuyield.agents.controller.records import Writes
+from gpuyield.agents.planner import plan
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import Reservation
 
 log = logging.getLogger(__name__)
+
+Observe = Callable[[Input, Outcome], None]
+"""Told each step's input and outcome before the writes are applied (the worker's metrics)."""
 
 Send = Callable[[bytes, bytes], Awaitable[Any]]
 """Put one (key, value) on a topic."""
@@ -63,16 +67,29 @@ def decide(
     value: bytes | None,
     origin: str,
     config: ControllerConfig,
+    *,
+    planner: Planner = plan,
+    observe: Observe | None = None,
 ) -> Outcome | str:
-    """The outcome of one input message, or why it goes to the dead-letter topic."""
+    """The outcome of one input message, or why it goes to the dead-letter topic.
+
+    ``observe`` (metrics) sees the parsed input and its outcome; its failure is
+    logged and changes nothing.
+    """
     try:
         parsed = decode(model, value)
-        return step(TableView(table), parsed, origin, config)
+        outcome = step(TableView(table), parsed, origin, config, planner=planner)
     except (MessageError, InputRejected) as exc:
         return str(exc)
     except Exception as exc:  # a bug must not stop the controller: keep the input
         log.exception("decider failed on %s", origin)
         return f"internal error ({type(exc).__name__}): {exc}"
+    if observe is not None:
+        try:
+            observe(parsed, outcome)
+        except Exception:
+            log.exception("could not observe the outcome of %s", origin)
+    return outcome
 
 
 def apply_writes(table: MutableMapping[bytes, Any], writes: Writes) -> None:

@@ -9,7 +9,7 @@ their cooldown may yield for it, the demand skips its retry backoff, and one
 from __future__ import annotations
 
 import pytest
-from cluster_objects import T0
+from cluster_objects import T0, pod, pod_group
 from harness import NOW, Controller, production_demand, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
@@ -17,7 +17,7 @@ from gpuyield.agents.controller.kube_facts import FactError, volcano_job_record
 from gpuyield.schemas import Policy
 from gpuyield.schemas import kube_objects as k
 from gpuyield.schemas.labels import SLA_ANNOTATION
-from gpuyield.schemas.messages import AlertKind
+from gpuyield.schemas.messages import AlertKind, AlertState
 
 HOUR = 3600.0
 # Research has run 6 h (since T0); a cooldown of 8 h spares it from every ordinary demand.
@@ -103,3 +103,23 @@ def test_an_unreadable_sla_names_the_annotation(bad: str) -> None:
     job = k.a_volcano_job("ft", namespace="prod", annotations={SLA_ANNOTATION: bad})
     with pytest.raises(FactError, match=r"prod/ft: annotation gpuyield\.io/sla-seconds"):
         volcano_job_record(job)
+
+
+def test_the_alert_is_resolved_once_the_job_is_placed() -> None:
+    c = pool()
+    fine_tune_with_sla(c, str(10 * HOUR))
+    placed = pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00")
+    c.change(placed, NOW + 120)
+    c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 120)
+    c.tick(NOW + 180)
+    states = [a.state for a in c.alerts if a.kind is AlertKind.SLA_AT_RISK]
+    assert states == [AlertState.FIRING, AlertState.RESOLVED]
+
+
+def test_a_job_past_its_own_sla_budget_raises_pending_past_sla() -> None:
+    """No global pending_sla_s is set: the job's own annotation is its budget."""
+    c = pool()
+    fine_tune_with_sla(c, str(5 * HOUR))  # created 6 h ago: past its 5 h budget
+    c.tick(NOW + 60)
+    (alert,) = [a for a in c.alerts if a.kind is AlertKind.PENDING_PAST_SLA]
+    assert alert.details["sla_s"] == 5 * HOUR

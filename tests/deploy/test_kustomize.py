@@ -111,6 +111,10 @@ def is_volcano(doc: Doc) -> bool:
     return doc.get("apiVersion", "").split("/")[0].endswith(".volcano.sh")
 
 
+def is_monitoring(doc: Doc) -> bool:
+    return doc.get("apiVersion", "").split("/")[0] == "monitoring.coreos.com"
+
+
 def validate_core(doc: Doc) -> None:
     for version in K8S_VERSIONS:
         try:
@@ -201,6 +205,10 @@ def test_every_object_validates(directory: Path) -> None:
     for doc in render(directory):
         if is_volcano(doc):
             validate_volcano(doc)
+        elif is_monitoring(doc):
+            # The Prometheus Operator's objects: metadata here, the rules by promtool and
+            # the ServiceMonitor against its Services in test_monitoring.py.
+            validate_core({"apiVersion": "v1", "kind": "ConfigMap", "metadata": doc["metadata"]})
         else:
             try:
                 validate_core(doc)

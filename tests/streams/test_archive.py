@@ -27,6 +27,7 @@ from gpuyield.schemas.messages import (
     YieldCommand,
 )
 from gpuyield.streams.archive import Archive, ArchivedMessage, Archiver, extract, to_parquet
+from gpuyield.streams.metrics import ArchiveMetrics
 from gpuyield.streams.topics import TopicSpec
 
 NOW = 1_764_460_800.0
@@ -160,6 +161,35 @@ def test_the_archiver_keeps_every_message_of_every_topic(
     assert table.column("value").to_pylist() == values
     assert set(table.column("job").to_pylist()) == {"research/sweep-17"}
     assert archive.read([alerts]).column("value").to_pylist() == [b"\x00 not json"]
+
+
+def test_the_archivers_metrics_count_what_its_files_hold_and_its_lag(
+    kafka_bootstrap: str, fresh_topics: dict[str, TopicSpec], topic_prefix: str, tmp_path: Path
+) -> None:
+    heartbeats = fresh_topics["gpuyield.heartbeats"].name
+    produce(kafka_bootstrap, heartbeats, [beat(i) for i in range(7)])
+    archive = Archive(str(tmp_path))
+    consumer = KafkaConsumer(
+        bootstrap_servers=kafka_bootstrap,
+        group_id=f"{heartbeats}-archive",
+        enable_auto_commit=False,
+    )
+    metrics = ArchiveMetrics(prefix=topic_prefix)
+    archiver = Archiver(
+        consumer, archive, [heartbeats], flush_records=5, flush_s=0.5, metrics=metrics
+    )
+    try:
+        archiver.assign()
+        assert wait_for(
+            lambda: archiver.poll(200) >= 0 and len(archived_offsets(archive, heartbeats)) == 7,
+            timeout_s=60,
+        )
+    finally:
+        archiver.close()
+    sample = metrics.registry.get_sample_value
+    assert sample("gpuyield_archived_messages_total", {"topic": "gpuyield.heartbeats"}) == 7
+    assert sample("gpuyield_archive_files_total", {}) == 2  # 5, then the other 2 after 0.5 s
+    assert sample("gpuyield_consumer_lag_messages", {"topic": "gpuyield.heartbeats"}) == 0
 
 
 def start_archiver(bootstrap: str, out: Path, prefix: str) -> subprocess.Popen[bytes]:

@@ -1,0 +1,277 @@
+"""Incidents: when an alert's condition holds, when it has ended, and the id of each one.
+
+An alert kind is either an **event** (something happened: a yield was
+hard-killed, a livelock was detected) or a **condition** that lasts and can
+end (a queue is misconfigured until somebody fixes it). A condition's alert
+is raised once per incident (``firing``) and, when the condition is found
+over, sent once more under the same id as ``resolved``. Both are decided
+here from the decider's records alone, so they are as pure and replayable as
+the rest of the step.
+
+The id of an incident is the alert's base id (a uuid5 of what it is about)
+for the first one; if the same condition comes back after it was resolved,
+the n-th incident gets ``uuid5(base, "incident-n")``. Subscribers that key on
+``(alert_id, state)`` therefore see a recurrence as a new incident, and a
+replay of the same input gives the same ids.
+
+Two conditions are detected here, on ticks, from the job views:
+
+- ``checkpoint-stale``: a preemptable running job whose newest checkpoint is
+  older than ``checkpoint_stale_factor`` of its checkpoint intervals, so a
+  yield would lose more than its owner planned for;
+- ``pending-past-sla``: a gang that has waited (pending, not placed) past its
+  SLA budget: its own (``gpuyield.io/sla-seconds``) where it has one, else
+  ``pending_sla_s`` for a gang of priority at least ``sla_priority``.
+
+``sla-at-risk`` (raised by the decider when a demand has used its share of
+its SLA budget) ends like ``pending-past-sla``: when the job is placed or gone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuyield.agents.controller import cluster, queue_capability
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import (
+    GROUP,
+    PROGRESS,
+    QUEUE,
+    SUSPENDED,
+    YIELD,
+    AlertRecord,
+    GroupRecord,
+    Overlay,
+    ProgressRecord,
+    SuspendedRecord,
+    YieldRecord,
+)
+from gpuyield.schemas import JobState
+from gpuyield.schemas.messages import AlertKind
+
+ID_NAMESPACE = uuid.UUID("0b8f2d51-6a43-4c57-9a0e-7d3c2f1e4b88")
+
+CONDITIONS: frozenset[AlertKind] = frozenset(
+    {
+        AlertKind.DEMAND_UNSERVABLE,
+        AlertKind.RESUME_STARVED,
+        AlertKind.YIELD_DEADLINE_MISSED,
+        AlertKind.INVALID_INPUT,
+        AlertKind.QUEUE_MISCONFIGURED,
+        AlertKind.GANG_DEADLOCK,
+        AlertKind.CHECKPOINT_STALE,
+        AlertKind.PENDING_PAST_SLA,
+        AlertKind.SLA_AT_RISK,
+        AlertKind.DANGLING_GANG,
+    }
+)
+"""Kinds whose alerts are resolved when their condition ends; the others are events."""
+
+CONDITION_VALUES: frozenset[str] = frozenset(kind.value for kind in CONDITIONS)
+
+
+def incident_id(base: str, incident: int) -> str:
+    """The alert id of the ``incident``-th occurrence (0: the first) of condition ``base``."""
+    if incident == 0:
+        return base
+    return str(uuid.uuid5(ID_NAMESPACE, f"{base}|incident-{incident}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the step saw that the rules below need besides the records."""
+
+    views: Mapping[str, cluster.JobView]
+    snapshot_ok: bool = False
+    """A snapshot was built and validated in this step (the invalid-input test)."""
+    deadlocked: frozenset[str] = field(default_factory=frozenset)
+    """Gangs that hold part of their minimum now (``stuck_gangs``)."""
+
+
+def ended(
+    record: AlertRecord, records: Overlay, seen: Seen, now: float, config: ControllerConfig
+) -> bool:
+    """True when the condition ``record``'s alert was raised for holds no more."""
+    kind = AlertKind(record.kind)
+    job = record.job
+    if kind is AlertKind.DEMAND_UNSERVABLE:
+        view = seen.views.get(job or "")
+        return view is None or not (view.waiting and view.unschedulable)
+    if kind is AlertKind.RESUME_STARVED:
+        suspended = records.typed(SUSPENDED + (job or ""), SuspendedRecord)
+        return suspended is None or suspended.resume_issued is not None
+    if kind is AlertKind.YIELD_DEADLINE_MISSED:
+        return _acked_or_gone(records, job or "", record.subject)
+    if kind is AlertKind.INVALID_INPUT:
+        return seen.snapshot_ok
+    if kind is AlertKind.QUEUE_MISCONFIGURED:
+        (name,) = record.subject or ("",)
+        queue = records.get(QUEUE + name)
+        return queue is None or not queue_capability.lacks_gpu(queue)
+    if kind is AlertKind.GANG_DEADLOCK:
+        return not set(record.subject) <= seen.deadlocked
+    if kind is AlertKind.CHECKPOINT_STALE:
+        view = seen.views.get(job or "")
+        factor = config.checkpoint_stale_factor
+        return view is None or stale_checkpoint(view, records, now, factor) is None
+    if kind in (AlertKind.PENDING_PAST_SLA, AlertKind.SLA_AT_RISK):
+        view = seen.views.get(job or "")
+        return view is None or not _pending(view)
+    if kind is AlertKind.DANGLING_GANG:
+        view = seen.views.get(job or "")
+        return view is None or not dangling(view)
+    return False
+
+
+def _acked_or_gone(records: Overlay, job: str, subject: tuple[str, ...]) -> bool:
+    (command_id,) = subject or ("",)
+    for _, record in records.typed_prefix(f"{YIELD}{job}/", YieldRecord):
+        for command in record.commands:
+            if command.command_id == command_id:
+                return command.status == "acked" or record.done_at is not None
+    return True  # forgotten: nothing is waiting on it any more
+
+
+def stuck_gangs(views: Mapping[str, cluster.JobView]) -> frozenset[str]:
+    """Gangs that hold part of their minimum and that Volcano cannot complete."""
+    out = set()
+    for view in views.values():
+        gang_min = len(view.pods) if view.min_available is None else view.min_available
+        if view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min:
+            out.add(view.name)
+    return frozenset(out)
+
+
+def dangling(view: cluster.JobView) -> bool:
+    """A running gang with fewer pods placed than its minimum (pods lost and not replaced),
+    other than one gpuyield is making yield."""
+    return (
+        view.state is JobState.RUNNING
+        and view.min_available is not None
+        and view.placed < view.min_available
+        and not view.leaving
+    )
+
+
+def dangling_finding(view: cluster.JobView, since: float, now: float) -> Finding:
+    return Finding(
+        base_id_parts=("dangling-gang", view.name, str(since)),
+        kind=AlertKind.DANGLING_GANG,
+        job=view.name,
+        message=(
+            f"{view.name} runs {view.placed} of the {view.min_available} pods its gang needs "
+            f"and has for {now - since:.0f} s: it holds GPUs and cannot make progress"
+        ),
+        severity="warning",
+        details={
+            "placed": view.placed,
+            "min_available": view.min_available,
+            "since": since,
+            "queue": view.queue,
+        },
+    )
+
+
+def _pending(view: cluster.JobView) -> bool:
+    return view.state is JobState.PENDING and view.placed == 0 and bool(view.pods)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A condition found now: what ``_Step.alert`` needs to raise it."""
+
+    base_id_parts: tuple[str, ...]
+    kind: AlertKind
+    job: str
+    message: str
+    severity: str
+    details: dict[str, Any]
+    subject: tuple[str, ...] = ()
+
+
+def stale_checkpoint(
+    view: cluster.JobView, records: Overlay, now: float, factor: float
+) -> Finding | None:
+    """``checkpoint-stale`` for ``view``, or None when its checkpoints are recent enough."""
+    if view.state is not JobState.RUNNING or not view.preemptable:
+        return None
+    progress = records.typed(PROGRESS + view.name, ProgressRecord)
+    if progress is None or not progress.checkpoint_interval_s:
+        return None
+    since = progress.last_checkpoint_at
+    if since is None:
+        since = view.started_at if view.started_at is not None else progress.first_seen_at
+    age = now - since
+    if age <= factor * progress.checkpoint_interval_s:
+        return None
+    return Finding(
+        base_id_parts=("checkpoint-stale", view.name, str(progress.first_seen_at)),
+        kind=AlertKind.CHECKPOINT_STALE,
+        job=view.name,
+        message=(
+            f"{view.name} checkpoints every {progress.checkpoint_interval_s:.0f} s but its "
+            f"newest checkpoint is {age:.0f} s old: a yield now would lose that much work"
+        ),
+        severity="warning",
+        details={
+            "last_checkpoint_at": progress.last_checkpoint_at,
+            "checkpoint_interval_s": progress.checkpoint_interval_s,
+            "age_s": age,
+        },
+    )
+
+
+def conditions(
+    records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
+) -> Iterator[Finding]:
+    """The checkpoint-stale and pending-past-SLA conditions that hold now."""
+    for view in views.values():
+        stale = stale_checkpoint(view, records, now, config.checkpoint_stale_factor)
+        if stale is not None:
+            yield stale
+        budget = sla_budget(view, config)
+        if (
+            budget is not None
+            and _pending(view)
+            and view.submitted_at is not None
+            and now - view.submitted_at > budget
+        ):
+            group = _group_phase(records, view.name)
+            yield Finding(
+                base_id_parts=("pending-past-sla", view.name, str(view.submitted_at)),
+                kind=AlertKind.PENDING_PAST_SLA,
+                job=view.name,
+                message=(
+                    f"{view.name} (priority {view.priority:.0f}) has waited "
+                    f"{now - view.submitted_at:.0f} s, past its SLA of "
+                    f"{budget:.0f} s{group}"
+                ),
+                severity="critical",
+                details={
+                    "queue": view.queue,
+                    "priority": view.priority,
+                    "submitted_at": view.submitted_at,
+                    "waited_s": now - view.submitted_at,
+                    "sla_s": budget,
+                },
+            )
+
+
+def sla_budget(view: cluster.JobView, config: ControllerConfig) -> float | None:
+    """Seconds ``view`` may wait: its own SLA budget, else the global one for its priority."""
+    if view.sla_deadline is not None and view.submitted_at is not None:
+        return view.sla_deadline - view.submitted_at
+    if config.pending_sla_s > 0 and view.priority >= config.sla_priority:
+        return config.pending_sla_s
+    return None
+
+
+def _group_phase(records: Overlay, job: str) -> str:
+    namespace, _, name = job.partition("/")
+    for _, group in records.typed_prefix(f"{GROUP}{namespace}/", GroupRecord):
+        if group.job == name:
+            return f" (its PodGroup is {group.phase})"
+    return ""
