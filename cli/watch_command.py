@@ -29,6 +29,7 @@ from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
+from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import KUBE_EVENTS
 from gpuyield.worker_command import recorded_bootstrap
 
@@ -62,7 +63,15 @@ def watch_command(
         fail(f"cannot load the Kubernetes configuration: {str(exc).splitlines()[0]}")
     topic = settings.topic_prefix + KUBE_EVENTS
     try:
-        asyncio.run(_watch(configuration, aiokafka_kwargs(settings, bootstrap), topic, namespace))
+        asyncio.run(
+            _watch(
+                configuration,
+                aiokafka_kwargs(settings, bootstrap),
+                topic,
+                namespace,
+                ShutdownDeadline("gpuyield watch", settings.shutdown_timeout_s),
+            )
+        )
     except KafkaError as exc:
         fail(f"Kafka at {','.join(bootstrap)}: {exc}")
 
@@ -72,13 +81,14 @@ async def _watch(
     kafka: dict[str, Any],
     topic: str,
     namespaces: list[str] | None,
+    deadline: ShutdownDeadline,
 ) -> None:
     producer = AIOKafkaProducer(**kafka, acks="all")
     await producer.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, deadline.then(stop.set))
 
     async def publish(event: KubeEvent) -> None:
         await producer.send_and_wait(topic, value=encode(event), key=event.key.encode())

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterator
+import signal
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -25,15 +26,18 @@ from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.agents.worker.attempts import Attempts
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
+from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 from gpuyield.streams.volcano_config import ConfigMapKey
 
@@ -44,6 +48,8 @@ ENDPOINTS_FILE = "endpoints.json"
 class Endpoints:
     kafka_bootstrap: list[str]
     redis_url: str
+    broker_alive: Callable[[], bool] | None = None
+    """Whether the embedded broker this process started still runs (None: not embedded)."""
 
 
 def endpoints_path(settings: Settings) -> Path:
@@ -77,17 +83,19 @@ def services(settings: Settings) -> Iterator[Endpoints]:
         bootstrap = settings.kafka_bootstrap
         redis_url = settings.redis_url
         embedded = False
+        alive: Callable[[], bool] | None = None
         if bootstrap is None:
             log_path = Path(settings.state_dir) / "tansu.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
             broker = stack.enter_context(EmbeddedBroker(log_path=log_path))
             bootstrap = [broker.bootstrap]
+            alive = broker.is_running
             embedded = True
         if redis_url is None:
             redis = stack.enter_context(EmbeddedRedis.under(Path(settings.state_dir)))
             redis_url = redis.url
             embedded = True
-        endpoints = Endpoints(list(bootstrap), redis_url)
+        endpoints = Endpoints(list(bootstrap), redis_url, alive)
         path = endpoints_path(settings)
         if embedded:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -97,6 +105,22 @@ def services(settings: Settings) -> Iterator[Endpoints]:
             )
             stack.callback(lambda: path.unlink(missing_ok=True))
         yield endpoints
+
+
+class DeadlineWorker(faust.Worker):
+    """faust's worker whose stop signals (SIGTERM, SIGINT) also arm a hard deadline.
+
+    faust stops in order on a signal; the deadline ends the process anyway if
+    that stop hangs (issue 11: a progress agent's SIGTERM that never finished).
+    """
+
+    def __init__(self, *args: Any, deadline: ShutdownDeadline, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.deadline = deadline
+
+    def _schedule_shutdown(self, signal: signal.Signals) -> None:
+        self.deadline.arm()
+        super()._schedule_shutdown(signal)
 
 
 def volcano_conf_key(settings: Settings) -> ConfigMapKey:
@@ -145,13 +169,10 @@ def worker_command(
             specs = registry(settings.topic_partitions, prefix=prefix) + changelogs(
                 settings.app_id, settings.topic_partitions
             )
-            asyncio.run(
-                ensure_topics(
-                    aiokafka_kwargs(settings, endpoints.kafka_bootstrap),
-                    specs,
-                    settings.topic_replication_factor,
-                )
-            )
+            kafka = aiokafka_kwargs(settings, endpoints.kafka_bootstrap)
+            asyncio.run(ensure_topics(kafka, specs, settings.topic_replication_factor))
+            # What a broker restart would change, taken before any agent runs.
+            baseline = asyncio.run(observe(kafka, [spec.name for spec in specs]))
             # Volcano's own preempt/reclaim beside gpuyield: alert (never blocks the start).
             asyncio.run(
                 startup_check(
@@ -171,16 +192,36 @@ def worker_command(
                     data_dir=str(Path(settings.state_dir) / "faust"),
                     reservation_enforcer=enforcer,
                     reservation_reconcile_s=settings.reservation_reconcile_s,
+                    attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,
             )
+
+            async def guard() -> None:
+                await guard_broker(
+                    "gpuyield worker",
+                    kafka,
+                    baseline,
+                    specs,
+                    settings.topic_replication_factor,
+                    interval_s=settings.broker_check_s,
+                    alive=endpoints.broker_alive,
+                )
+
+            app.task(guard)
             typer.echo(
                 f"gpuyield worker: Kafka {','.join(endpoints.kafka_bootstrap)}, "
                 f"Redis {endpoints.redis_url}",
                 err=True,
             )
-            worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+            worker = DeadlineWorker(
+                app,
+                loglevel=loglevel,
+                quiet=True,
+                redirect_stdouts=False,
+                deadline=ShutdownDeadline("gpuyield worker", settings.shutdown_timeout_s),
+            )
             with contextlib.suppress(SystemExit):
                 worker.execute_from_commandline()
     except (EmbeddedServiceError, TopicCreationError, KafkaError, OSError) as exc:

@@ -31,7 +31,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,8 +41,9 @@ from faust.serializers import codecs
 from faust.types import EventT
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input
+from gpuyield.agents.controller.decider import Input, Outcome
 from gpuyield.agents.controller.live_view import live_view
+from gpuyield.agents.worker.attempts import Attempts, attempt
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
@@ -126,6 +128,9 @@ class WorkerOptions:
     """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
 
     reservation_reconcile_s: float = 30.0
+
+    attempts: Attempts = field(default_factory=Attempts)
+    """How often a message's effects are tried before it goes to dead letters (``attempts.py``)."""
 
 
 def build_app(
@@ -221,7 +226,7 @@ def build_app(
     async def progress(stream: faust.StreamT[bytes]) -> None:
         batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.1)
         async for events in batches:
-            changed: dict[str, None] = {}
+            changed: dict[str, EventT[bytes]] = {}  # job -> its last beat in the batch
             for event in events:
                 try:
                     beat = decode(Heartbeat, event.value)
@@ -235,9 +240,18 @@ def build_app(
                     await reject(event, f"internal error ({type(exc).__name__}): {exc}")
                     continue
                 if job is not None:
-                    changed[job] = None
-            for forwarded in folder.forward_changed(changed):
-                await job_progress.send(key=forwarded.job.encode(), value=encode(forwarded))
+                    changed[job] = event
+            for job, last_beat in changed.items():
+                forwarded = folder.to_forward(job)
+                if forwarded is None:
+                    continue
+                failure = await attempt(
+                    partial(job_progress.send, key=job.encode(), value=encode(forwarded)),
+                    f"forwarding {job}'s progress",
+                    options.attempts,
+                )
+                if failure is not None:  # the beat that made it goes to dead letters
+                    await reject(last_beat, failure)
 
     models: dict[str, type[Input]] = {
         p + KUBE_EVENTS: KubeEvent,
@@ -250,6 +264,16 @@ def build_app(
         options.reservation_enforcer, options.reservation_reconcile_s
     )
 
+    async def send_outcome(outcome: Outcome) -> None:
+        # Holds first: on the cluster (before any command can free a GPU), then
+        # on their topic; a hold the cluster refused becomes an alert.
+        failed = await enforce_reservations(
+            reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+        )
+        if failed:
+            outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
+        await publish_outcome(outcome, sinks)
+
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
         async for event in stream.events():
@@ -260,14 +284,12 @@ def build_app(
                 await reject(event, outcome)
                 continue
             apply_writes(cast(Any, decider_table), outcome.writes)
-            # Holds first: on the cluster (before any command can free a GPU), then
-            # on their topic; a hold the cluster refused becomes an alert.
-            failed = await enforce_reservations(
-                reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+            failure = await attempt(
+                partial(send_outcome, outcome), f"sending what {origin} decided", options.attempts
             )
-            if failed:
-                outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
-            await publish_outcome(outcome, sinks)
+            if failure is not None:  # tried enough: the input goes to dead letters, not round
+                await reject(event, failure)
+                continue
             if publish_view is not None:
                 now = time.time()
                 if outcome.decisions or now - last_view[0] >= view_every_s:
