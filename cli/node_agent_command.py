@@ -220,8 +220,6 @@ async def _serve(
             f"gpuyield node-agent {agent_config.node}",
             agent_config.kafka,
             baseline,
-            specs,
-            settings.topic_replication_factor,
             interval_s=settings.broker_check_s,
         ),
         name="gpuyield-broker-guard",

@@ -30,7 +30,8 @@ from gpuyield.agents.worker.attempts import Attempts
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
-from gpuyield.streams.broker_state import guard_broker, observe
+from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
+from gpuyield.streams.broker_state import guard_broker, start_on_broker
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_reservations import ReservationEnforcer
@@ -38,7 +39,7 @@ from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.shutdown import ShutdownDeadline
-from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
+from gpuyield.streams.topics import TopicCreationError, changelogs, registry
 from gpuyield.streams.volcano_config import ConfigMapKey
 
 ENDPOINTS_FILE = "endpoints.json"
@@ -166,13 +167,20 @@ def worker_command(
     try:
         with services(settings) as endpoints:
             prefix = settings.topic_prefix
-            specs = registry(settings.topic_partitions, prefix=prefix) + changelogs(
-                settings.app_id, settings.topic_partitions
-            )
+            tables = changelogs(settings.app_id, settings.topic_partitions)
+            specs = registry(settings.topic_partitions, prefix=prefix) + tables
             kafka = aiokafka_kwargs(settings, endpoints.kafka_bootstrap)
-            asyncio.run(ensure_topics(kafka, specs, settings.topic_replication_factor))
-            # What a broker restart would change, taken before any agent runs.
-            baseline = asyncio.run(observe(kafka, [spec.name for spec in specs]))
+            # The topics (repaired on a broker that lost its state), and the baseline
+            # that the guard below compares with: taken before any agent runs.
+            baseline = asyncio.run(
+                start_on_broker(
+                    kafka,
+                    specs,
+                    settings.topic_replication_factor,
+                    Path(settings.state_dir) / BROKER_RECORD,
+                    discard=[spec.name for spec in tables],
+                )
+            )
             # Volcano's own preempt/reclaim beside gpuyield: alert (never blocks the start).
             asyncio.run(
                 startup_check(
@@ -203,8 +211,6 @@ def worker_command(
                     "gpuyield worker",
                     kafka,
                     baseline,
-                    specs,
-                    settings.topic_replication_factor,
                     interval_s=settings.broker_check_s,
                     alive=endpoints.broker_alive,
                 )

@@ -13,29 +13,33 @@ count of each of its topics, read from metadata of *all* topics, since naming
 an unknown topic would create it) and ``guard_broker`` compares against it
 every ``GPUYIELD_BROKER_CHECK_S``. A changed cluster id, a topic gone, a
 partition count changed, or an embedded broker that exited: the broker state
-is lost. The process then
-
-- if the cluster id changed (a new broker, whose topics are only what
-  reconnecting clients made it create in the last seconds): deletes the
-  topics whose layout differs from the registry and creates every topic from
-  the registry, before it goes, so the next start finds the right layout;
-- logs one critical line saying what was lost, and exits with status
-  ``EXIT_BROKER_LOST`` (75, EX_TEMPFAIL: "try again"), for its supervisor
-  (Kubernetes, ``bench/bench_faults.py``'s loop) to restart it. The restarted
-  process rebuilds its tables from what is on the new broker and goes on.
-
+is lost. The process logs one critical line saying what was lost and exits at
+once with status ``EXIT_BROKER_LOST`` (75, EX_TEMPFAIL: "try again"), for its
+supervisor (Kubernetes, ``bench/bench_faults.py``'s loop) to restart it.
 Exiting is simpler and safer than rebuilding in place: faust's tables,
-assignments and offsets all assume the broker they started on.
+assignments and offsets all assume the broker they started on; and exiting at
+once stops its producers from writing more into topics the broker made up.
+
+The restarted worker (``start_on_broker``) creates the topics and compares the
+broker's cluster id with the one it recorded in its state directory on its
+last start. A different one means a new broker, whose topics hold only what
+reconnecting clients made it create in the last seconds, with Tansu's default
+of 4 partitions: it deletes those whose layout differs from the registry and
+creates them again from the registry, before any of its own clients start. It
+then rebuilds its tables from what is on the new broker and goes on. Only the
+worker repairs (the one writer of the changelogs); a node agent just restarts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -105,18 +109,28 @@ async def observe(
 
 
 async def repair_topics(
-    client_kwargs: Mapping[str, Any], specs: Sequence[TopicSpec], replication_factor: int
+    client_kwargs: Mapping[str, Any],
+    specs: Sequence[TopicSpec],
+    replication_factor: int,
+    discard: Collection[str] = (),
 ) -> bool:
     """Give a new broker the registry's layout: delete drifted topics, create every topic.
 
     Only for a broker known to be new (its cluster id changed): its topics hold
-    at most what reconnecting clients sent in the last seconds. Returns whether
-    the layout matches the registry in the end.
+    at most what reconnecting clients sent in the last seconds. ``discard``
+    names topics deleted whatever their layout (the table changelogs: what a
+    dying predecessor wrote into them on the new broker is no state to recover;
+    measured, faust's recovery then waited on it forever). Returns whether the
+    layout matches the registry in the end.
     """
     wanted = {spec.name: spec.partitions for spec in specs}
+    first = True
     for _ in range(REPAIR_ROUNDS):
         state = await observe(client_kwargs, wanted)
-        drifted = [t for t, n in state.partitions.items() if n != wanted[t]]
+        drifted = [
+            t for t, n in state.partitions.items() if n != wanted[t] or (first and t in discard)
+        ]
+        first = False
         if drifted:
             admin = _admin(client_kwargs, 10.0)
             await admin.start()
@@ -124,7 +138,7 @@ async def repair_topics(
                 await admin.delete_topics(drifted)
             finally:
                 await admin.close()
-            log.warning("deleted topics with the broker's default layout: %s", drifted)
+            log.warning("deleted, to be created from the registry: %s", drifted)
         await ensure_topics(client_kwargs, specs, replication_factor)
         state = await observe(client_kwargs, wanted)
         if state.partitions == wanted:
@@ -146,15 +160,13 @@ async def guard_broker(
     what: str,
     client_kwargs: Mapping[str, Any],
     baseline: BrokerState,
-    specs: Sequence[TopicSpec],
-    replication_factor: int,
     *,
     interval_s: float,
     alive: Callable[[], bool] | None = None,
     exit: Exit = _exit_now,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> str:
-    """Check the broker every ``interval_s``; on a lost state repair what can be and ``exit``.
+    """Check the broker every ``interval_s``; on a lost state log why and ``exit``.
 
     ``alive`` says whether an embedded broker this process owns still runs.
     An unreachable broker is not a lost one: the clients retry, and so does
@@ -172,12 +184,6 @@ async def guard_broker(
                 log.debug("broker check: %s; trying again", exc)
                 continue
             reason = lost_state(baseline, current)
-            if reason is not None and current.cluster_id != baseline.cluster_id:
-                try:
-                    if not await repair_topics(client_kwargs, specs, replication_factor):
-                        log.error("the new broker's topics still differ from the registry")
-                except (KafkaError, OSError) as exc:
-                    log.error("could not recreate the topics on the new broker: %s", exc)
         if reason is None:
             continue
         log.critical(
@@ -189,3 +195,48 @@ async def guard_broker(
         )
         exit(EXIT_BROKER_LOST)
         return reason
+
+
+RECORD_FILE = "broker.json"
+"""In the state directory: the cluster id of the broker of the worker's last start."""
+
+
+def _recorded(path: Path) -> str | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("cluster_id")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+async def start_on_broker(
+    client_kwargs: Mapping[str, Any],
+    specs: Sequence[TopicSpec],
+    replication_factor: int,
+    record: Path,
+    discard: Collection[str] = (),
+) -> BrokerState:
+    """Create the topics (repaired on a new broker), record the broker; return the baseline.
+
+    ``record`` is ``<state_dir>/broker.json``; ``discard``, the changelogs
+    (see ``repair_topics``). Without a record (a first start),
+    a layout that differs from the registry is only warned about, as
+    ``ensure_topics`` does: it may be an operator's choice on a real Kafka.
+    """
+    names = [spec.name for spec in specs]
+    await ensure_topics(client_kwargs, specs, replication_factor)
+    state = await observe(client_kwargs, names)
+    previous = _recorded(record)
+    if previous is not None and previous != state.cluster_id:
+        log.warning(
+            "the broker is not the one of the last start (cluster id %s, was %s): it lost "
+            "every topic and offset; giving its topics the registry's layout",
+            state.cluster_id,
+            previous,
+        )
+        if not await repair_topics(client_kwargs, specs, replication_factor, discard):
+            log.error("the new broker's topics still differ from the registry")
+        state = await observe(client_kwargs, names)
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"cluster_id": state.cluster_id}), encoding="utf-8")
+    return state
