@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import signal
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,8 +31,10 @@ from gpuyield.agents.worker.attempts import Attempts
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.streams.agent_stalls import StallReporter, StallWatch, agent_topics
 from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
 from gpuyield.streams.broker_state import guard_broker, start_on_broker
+from gpuyield.streams.consumer_lag import GroupPositions
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_reservations import ReservationEnforcer
@@ -216,6 +219,19 @@ def worker_command(
                 )
 
             app.task(guard)
+            stalls = StallReporter(
+                GroupPositions(kafka, settings.app_id),
+                StallWatch(settings.agent_stall_s),
+                agent_topics(prefix),
+                writer.publish_agents,
+            )
+
+            async def check_agents() -> None:  # from the start, then every few seconds
+                while True:
+                    await stalls.check(time.time())
+                    await asyncio.sleep(min(5.0, max(1.0, settings.agent_stall_s / 4)))
+
+            app.task(check_agents)
             typer.echo(
                 f"gpuyield worker: Kafka {','.join(endpoints.kafka_bootstrap)}, "
                 f"Redis {endpoints.redis_url}",

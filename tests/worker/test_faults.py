@@ -19,6 +19,7 @@ from test_worker import demand_events, keyed, pool_events
 from gpuyield.schemas.messages import Decision, YieldAck, YieldCommand
 from gpuyield.streams.broker_state import EXIT_BROKER_LOST
 from gpuyield.streams.embedded import EmbeddedBroker
+from gpuyield.streams.live_view_store import read_agents
 from gpuyield.streams.shutdown import DEFAULT_SHUTDOWN_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
@@ -114,6 +115,13 @@ async def test_a_broker_restart_under_a_worker_and_a_node_agent_is_survived(
         assert supervisors[0].exits == [EXIT_BROKER_LOST], worker.tail()
         assert supervisors[1].exits == [EXIT_BROKER_LOST], agent.tail()
         assert b"the broker lost its state" in worker.log.read_bytes()
+        # the restarted worker reports its agents' health beside the live view
+        health = read_agents(redis_url, cluster_id)
+        assert health is not None, worker.tail()
+        assert {(a["agent"], a["state"]) for a in health["agents"]} == {
+            ("progress", "ok"),
+            ("decider", "ok"),
+        }
     finally:
         for supervisor in supervisors:
             supervisor.close()
