@@ -12,14 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import faust
 import kubernetes.client
 import typer
 from aiokafka.errors import KafkaError
@@ -28,6 +26,7 @@ from kubernetes.config.config_exception import ConfigException
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.attempts import Attempts
+from gpuyield.agents.worker.deadline_worker import DeadlineWorker
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
@@ -109,22 +108,6 @@ def services(settings: Settings) -> Iterator[Endpoints]:
             )
             stack.callback(lambda: path.unlink(missing_ok=True))
         yield endpoints
-
-
-class DeadlineWorker(faust.Worker):
-    """faust's worker whose stop signals (SIGTERM, SIGINT) also arm a hard deadline.
-
-    faust stops in order on a signal; the deadline ends the process anyway if
-    that stop hangs (issue 11: a progress agent's SIGTERM that never finished).
-    """
-
-    def __init__(self, *args: Any, deadline: ShutdownDeadline, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.deadline = deadline
-
-    def _schedule_shutdown(self, signal: signal.Signals) -> None:
-        self.deadline.arm()
-        super()._schedule_shutdown(signal)
 
 
 def volcano_conf_key(settings: Settings) -> ConfigMapKey:
