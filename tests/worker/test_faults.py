@@ -1,8 +1,10 @@
-"""Faults on the live path (issue 11): a stop signal, a broker that restarts under its clients.
+"""Faults on the live path (issue 11): a broker that restarts under its clients, a stop signal.
 
 Real processes (``gpuyield worker``, ``gpuyield node-agent``), a real broker
 and a real Redis. The broker restart uses a broker of its own, on a port that
-the new broker takes over, as ``gpuyield broker --port P`` does.
+the new broker takes over, as ``gpuyield broker --port P`` does. The stop
+signal is checked on the same processes, after their restart: starting a
+worker and a node agent costs most of this test's time.
 """
 
 from __future__ import annotations
@@ -26,37 +28,7 @@ pytestmark = pytest.mark.slow
 NOW = time.time()
 
 
-def test_sigterm_ends_the_worker_and_the_node_agent_in_order(
-    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str, redis_prefix: str
-) -> None:
-    worker = worker_factory()
-    agent = LiveNodeAgent(
-        kafka_bootstrap,
-        redis_url,
-        topic_prefix,
-        worker.app_id,
-        worker.cluster_id,
-        worker.state_dir,
-        name="node-agent",
-        redis_prefix=redis_prefix,
-    ).start()
-    try:
-        worker.wait_ready()
-        agent.wait_ready()
-        for process in (worker, agent):
-            assert process.process is not None
-            process.process.send_signal(signal.SIGTERM)
-        for process in (worker, agent):
-            assert process.process is not None
-            # a hang guard: the deadline ends either within its bound in any case
-            status = process.process.wait(DEFAULT_SHUTDOWN_TIMEOUT_S + 10)
-            assert status == 0, process.tail()  # an orderly stop, not the deadline's 124
-            assert b"did not stop within" not in process.log.read_bytes()
-    finally:
-        agent.stop()
-
-
-async def test_a_broker_restart_under_a_worker_and_a_node_agent_is_survived(
+async def test_a_broker_restart_under_a_worker_and_a_node_agent_is_survived_and_sigterm_ends_both(
     redis_url: str, redis_prefix: str, topic_prefix: str, tmp_path: Path
 ) -> None:
     broker = EmbeddedBroker(log_path=tmp_path / "tansu-1.log").start()
@@ -122,6 +94,18 @@ async def test_a_broker_restart_under_a_worker_and_a_node_agent_is_survived(
             ("progress", "ok"),
             ("decider", "ok"),
         }
+        # and SIGTERM ends both (as restarted) in order, within the shutdown bound
+        for supervisor in supervisors:
+            supervisor.close()
+        for process in (worker, agent):
+            assert process.process is not None
+            process.process.send_signal(signal.SIGTERM)
+        for process in (worker, agent):
+            assert process.process is not None
+            # a hang guard: the deadline ends either within its bound in any case
+            status = process.process.wait(DEFAULT_SHUTDOWN_TIMEOUT_S + 10)
+            assert status == 0, process.tail()  # an orderly stop, not the deadline's 124
+            assert b"did not stop within" not in process.log.read_bytes()
     finally:
         for supervisor in supervisors:
             supervisor.close()
