@@ -220,7 +220,13 @@ def build_app(
             message.offset,
             reason,
         )
-        await dead_letters.send(key=message.topic.encode(), value=encode(letter))
+        failure = await attempt(
+            partial(dead_letters.send, key=message.topic.encode(), value=encode(letter)),
+            f"dead letter for {message.topic}[{message.partition}]@{message.offset}",
+            options.attempts,
+        )
+        if failure is not None:  # not lost: the offset stays uncommitted, read again on restart
+            raise RuntimeError(f"cannot write to the dead-letter topic: {failure}")
 
     @app.agent(heartbeats)
     async def progress(stream: faust.StreamT[bytes]) -> None:
