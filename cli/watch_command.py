@@ -26,6 +26,7 @@ from gpuyield.cli_io import fail
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
@@ -70,6 +71,7 @@ def watch_command(
                 topic,
                 namespace,
                 ShutdownDeadline("gpuyield watch", settings.shutdown_timeout_s),
+                settings.broker_check_s,
             )
         )
     except KafkaError as exc:
@@ -82,7 +84,14 @@ async def _watch(
     topic: str,
     namespaces: list[str] | None,
     deadline: ShutdownDeadline,
+    broker_check_s: float,
 ) -> None:
+    # A broker that loses its state (a memory-only one restarted) would lose what was
+    # published; exiting 75 makes the supervisor restart the watch, which relists.
+    baseline = await observe(kafka, [topic])
+    guard = asyncio.create_task(
+        guard_broker("gpuyield watch", kafka, baseline, interval_s=broker_check_s)
+    )
     producer = AIOKafkaProducer(**kafka, acks="all")
     await producer.start()
     stop = asyncio.Event()
@@ -103,6 +112,9 @@ async def _watch(
         log.info("watching; publishing to %s", topic)
         await stop.wait()
     finally:
+        guard.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await guard
         with contextlib.suppress(Exception):
             await watcher.stop()
         await producer.stop()
