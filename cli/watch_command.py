@@ -30,8 +30,9 @@ from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
+from gpuyield.streams.settings import Settings
 from gpuyield.streams.shutdown import ShutdownDeadline
-from gpuyield.streams.topics import KUBE_EVENTS
+from gpuyield.streams.topics import KUBE_EVENTS, TopicCreationError, ensure_topics, registry
 from gpuyield.worker_command import recorded_bootstrap
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def watch_command(
                 topic,
                 namespace,
                 ShutdownDeadline("gpuyield watch", settings.shutdown_timeout_s),
-                settings.broker_check_s,
+                settings,
             )
         )
     except KafkaError as exc:
@@ -84,13 +85,22 @@ async def _watch(
     topic: str,
     namespaces: list[str] | None,
     deadline: ShutdownDeadline,
-    broker_check_s: float,
+    settings: Settings,
 ) -> None:
+    try:
+        # Before the first send: Tansu would create a missing topic with 4 partitions.
+        await ensure_topics(
+            kafka,
+            registry(settings.topic_partitions, prefix=settings.topic_prefix),
+            settings.topic_replication_factor,
+        )
+    except (TopicCreationError, KafkaError) as exc:  # the worker may own the topics
+        log.warning("could not ensure the topics (%s); going on", exc)
     # A broker that loses its state (a memory-only one restarted) would lose what was
     # published; exiting 75 makes the supervisor restart the watch, which relists.
     baseline = await observe(kafka, [topic])
     guard = asyncio.create_task(
-        guard_broker("gpuyield watch", kafka, baseline, interval_s=broker_check_s)
+        guard_broker("gpuyield watch", kafka, baseline, interval_s=settings.broker_check_s)
     )
     producer = AIOKafkaProducer(**kafka, acks="all")
     await producer.start()
