@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +26,12 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.attempts import Attempts
 from gpuyield.agents.worker.deadline_worker import DeadlineWorker
+from gpuyield.agents.worker.fault_tasks import add_fault_tasks
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import configure_logging, settings_or_fail
-from gpuyield.streams.agent_stalls import StallReporter, StallWatch, agent_topics
 from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
-from gpuyield.streams.broker_state import guard_broker, start_on_broker
-from gpuyield.streams.consumer_lag import GroupPositions
+from gpuyield.streams.broker_state import start_on_broker
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_reservations import ReservationEnforcer
@@ -163,7 +161,8 @@ def worker_command(
                     kafka,
                     specs,
                     settings.topic_replication_factor,
-                    Path(settings.state_dir) / BROKER_RECORD,
+                    # a broker this process just started is new: nothing to compare with
+                    None if endpoints.broker_alive else Path(settings.state_dir) / BROKER_RECORD,
                     discard=[spec.name for spec in tables],
                 )
             )
@@ -192,29 +191,14 @@ def worker_command(
                 publish_view=writer.publish,
             )
 
-            async def guard() -> None:
-                await guard_broker(
-                    "gpuyield worker",
-                    kafka,
-                    baseline,
-                    interval_s=settings.broker_check_s,
-                    alive=endpoints.broker_alive,
-                )
-
-            app.task(guard)
-            stalls = StallReporter(
-                GroupPositions(kafka, settings.app_id),
-                StallWatch(settings.agent_stall_s),
-                agent_topics(prefix),
+            add_fault_tasks(
+                app,
+                settings,
+                kafka,
+                baseline,
                 writer.publish_agents,
+                broker_alive=endpoints.broker_alive,
             )
-
-            async def check_agents() -> None:  # from the start, then every few seconds
-                while True:
-                    await stalls.check(time.time())
-                    await asyncio.sleep(min(5.0, max(1.0, settings.agent_stall_s / 4)))
-
-            app.task(check_agents)
             typer.echo(
                 f"gpuyield worker: Kafka {','.join(endpoints.kafka_bootstrap)}, "
                 f"Redis {endpoints.redis_url}",

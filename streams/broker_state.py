@@ -213,12 +213,13 @@ async def start_on_broker(
     client_kwargs: Mapping[str, Any],
     specs: Sequence[TopicSpec],
     replication_factor: int,
-    record: Path,
+    record: Path | None,
     discard: Collection[str] = (),
 ) -> BrokerState:
     """Create the topics (repaired on a new broker), record the broker; return the baseline.
 
-    ``record`` is ``<state_dir>/broker.json``; ``discard``, the changelogs
+    ``record`` is ``<state_dir>/broker.json`` (None: the caller started the
+    broker itself, so it is new and empty); ``discard``, the changelogs
     (see ``repair_topics``). Without a record (a first start),
     a layout that differs from the registry is only warned about, as
     ``ensure_topics`` does: it may be an operator's choice on a real Kafka.
@@ -226,6 +227,8 @@ async def start_on_broker(
     names = [spec.name for spec in specs]
     await ensure_topics(client_kwargs, specs, replication_factor)
     state = await observe(client_kwargs, names)
+    if record is None:  # a broker the caller has just started: new, and nothing to repair
+        return state
     previous = _recorded(record)
     if previous is not None and previous != state.cluster_id:
         log.warning(
