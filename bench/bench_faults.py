@@ -14,6 +14,10 @@ with status 75 (a lost broker state), as Kubernetes restarts a pod. Cases:
   (everything it held is gone). Measured: restart to the worker ready again,
   to the next decision, to the node agent's ack; survived when both processes
   exited 75, were restarted, and decide and act again.
+- ``redis-outage``: the node agent's Redis (where it records each command
+  before acting) is stopped while a yield command for its node arrives, and
+  started again on its port. Survived when the command is neither acked nor
+  lost during the outage and is acked exactly once after it.
 - ``sigterm``: SIGTERM to the worker and the node agent. Measured: seconds to
   exit, and the status (0: an orderly stop; 124: the shutdown deadline).
 
@@ -44,7 +48,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from gpuyield.schemas import kube_objects as k
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import Decision, KubeEvent, YieldAck, YieldCommand
-from gpuyield.streams.embedded import EmbeddedBroker
+from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
 from gpuyield.streams.live_view_store import read_view
 
 GPUYIELD = str(Path(sys.executable).with_name("gpuyield"))
@@ -240,11 +244,14 @@ class Deployment:
             b"Worker ready",
         )
 
-    def node_agent(self, node: str) -> Proc:
+    def node_agent(self, node: str, redis_url: str | None = None) -> Proc:
+        env = self.env("node-agent")
+        if redis_url is not None:
+            env["GPUYIELD_REDIS_URL"] = redis_url
         return Proc(
             "node-agent",
             [GPUYIELD, "node-agent", "--node", node, "--redis-prefix", self.prefix],
-            self.env("node-agent"),
+            env,
             self.work / "node-agent.log",
             b" ready (group ",
         )
@@ -380,9 +387,53 @@ def sigterm(dep: Deployment) -> dict[str, Any]:
         return out
 
 
+def redis_outage(dep: Deployment) -> dict[str, Any]:
+    """The node agent's Redis (its ledger) is down while a command for its node arrives."""
+    valkey = EmbeddedRedis(dep.work / "valkey").start()
+    worker, agent = dep.worker(), dep.node_agent("gpu-00", redis_url=valkey.url)
+    try:
+        with supervised(worker, agent):
+            worker.wait_ready()
+            agent.wait_ready()
+            port = valkey.port
+            valkey.stop()
+            down = time.monotonic()
+            now = time.time()
+            dep.topics.publish("gpuyield.kube-events", cluster(now) + demand("ft-1", now + 1))
+            commands = dep.topics.wait(
+                "gpuyield.yield-commands",
+                YieldCommand,
+                lambda cs: any(c.node == "gpu-00" for c in cs),
+            )
+            ours = {c.command_id for c in commands if c.node == "gpu-00"}
+            time.sleep(3)  # the agent meets the outage: it must neither ack nor drop the command
+
+            def acked() -> list[YieldAck]:
+                acks = dep.topics.read("gpuyield.yield-acks")
+                return [a for a in map(YieldAck.model_validate_json, acks) if a.command_id in ours]
+
+            unacked = not acked()
+            valkey = EmbeddedRedis(dep.work / "valkey", port).start()
+            back = time.monotonic()
+            wait_for(lambda: bool(acked()), "an ack after the outage")
+            acked_s = time.monotonic() - back
+            time.sleep(2)  # a second ack would come right after
+            return {
+                "case": "redis-outage",
+                "outage_s": round(back - down, 1),
+                "redis_back_to_ack_s": round(acked_s, 1),
+                "acks": len(acked()),
+                "node_agent_exits": list(agent.exits),
+                "survived": unacked and len(acked()) == 1 and not agent.exits,
+            }
+    finally:
+        valkey.stop()
+
+
 CASES: dict[str, Callable[[Deployment], dict[str, Any]]] = {
     "sigkill-worker": sigkill_worker,
     "broker-restart": broker_restart,
+    "redis-outage": redis_outage,
     "sigterm": sigterm,
 }
 
