@@ -57,6 +57,9 @@ def status_command(
     except (redis.RedisError, OSError) as exc:
         fail(f"{url}: cannot read the live view: {exc}")
     if view is None:
+        if agents is not None and not as_json:  # a worker runs, but its decider publishes nothing
+            render_agents(Console(), agents["agents"], time.time() - agents["updated_at"])
+            fail(f"no live view for cluster '{settings.cluster_id}' in {url}: see the agents above")
         fail(f"no live view for cluster '{settings.cluster_id}' in {url}: is a worker running?")
     if agents is not None:  # the agents' health is stored beside the view (issue 11)
         view = {**view, "agents": agents["agents"], "agents_checked_at": agents["updated_at"]}

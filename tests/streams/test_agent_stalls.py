@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
+import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
+from gpuyield.cli import main
 from gpuyield.status_command import render_agents
 from gpuyield.streams.agent_stalls import StallWatch, agent_topics
 from gpuyield.streams.consumer_lag import GroupPositions, Position
-from gpuyield.streams.live_view_store import LiveViewWriter, read_agents
+from gpuyield.streams.live_view_store import LiveViewWriter, agents_key, read_agents
 from gpuyield.streams.topics import TopicSpec
 
 BEATS = ("gpuyield.heartbeats", 3)
@@ -144,6 +147,7 @@ async def test_the_status_table_shows_a_stalled_agent_from_redis(
     finally:
         await writer.close()
     stored = read_agents(redis_url, cluster)
+    redis.Redis.from_url(redis_url).delete(agents_key(cluster))  # outside redis_prefix
     assert stored is not None
     assert [a["state"] for a in stored["agents"]] == ["stalled", "ok"]
     out = io.StringIO()
@@ -153,3 +157,41 @@ async def test_the_status_table_shows_a_stalled_agent_from_redis(
     assert "250" in row
     assert "90 s" in row
     assert "gpuyield.heartbeats[3]@1200" in row
+
+
+async def test_status_shows_a_stalled_decider_even_when_its_view_has_expired(
+    redis_url: str,
+    redis_prefix: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stalled decider stops refreshing the view; the agents' report still says why."""
+    cluster = "c-" + redis_prefix.split(":")[1]
+    watch = StallWatch(stall_s=60)
+    positions = {KUBE: Position(80, 95)}
+    watch.observe(0.0, positions)
+    watch.observe(400.0, positions)
+    writer = LiveViewWriter(redis_url, cluster)
+    try:
+        await writer.publish_agents(watch.report(400.0, positions, AGENTS), time.time())
+    finally:
+        await writer.close()
+    for name, value in {
+        "GPUYIELD_REDIS_URL": redis_url,
+        "GPUYIELD_CLUSTER_ID": cluster,
+        "GPUYIELD_STATE_DIR": str(tmp_path),
+        "COLUMNS": "200",
+    }.items():
+        monkeypatch.setenv(name, value)
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["status"])
+    finally:
+        redis.Redis.from_url(redis_url).delete(agents_key(cluster))
+    assert exit_info.value.code != 0
+    out = capsys.readouterr()
+    decider = next(line for line in out.out.splitlines() if "decider" in line)
+    assert "stalled" in decider
+    assert "gpuyield.kube-events[0]@80" in decider
+    assert "no live view" in out.err
