@@ -17,7 +17,6 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -36,6 +35,7 @@ from gpuyield.streams.alert_delivery import (
     WebhookDelivery,
 )
 from gpuyield.streams.kafka_client import kafka_python_kwargs
+from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topic_reader import read_topics
 from gpuyield.streams.topics import ALERTS
 from gpuyield.worker_command import recorded_bootstrap
@@ -102,7 +102,15 @@ def alerts_command(
         delivery: Delivery = (
             WebhookDelivery(webhook) if webhook else AlertmanagerDelivery(str(alertmanager))
         )
-        _forward(kwargs, topic, delivery, str(webhook or alertmanager), settings.app_id, kinds)
+        _forward(
+            kwargs,
+            topic,
+            delivery,
+            str(webhook or alertmanager),
+            settings.app_id,
+            kinds,
+            settings.shutdown_timeout_s,
+        )
         return
     console = Console()
     table = Table()
@@ -134,7 +142,7 @@ def alerts_command(
         return
     from kafka import KafkaConsumer, TopicPartition
 
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(settings.shutdown_timeout_s)
     consumer = KafkaConsumer(**kwargs, enable_auto_commit=False, group_id=None)
     try:
         partition = TopicPartition(topic, 0)
@@ -146,14 +154,12 @@ def alerts_command(
         consumer.close()
 
 
-def _stop_on_signals() -> threading.Event:
+def _stop_on_signals(bound_s: float) -> threading.Event:
+    """Set on SIGINT or SIGTERM; the process ends within ``bound_s`` of it whatever happens."""
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
+    deadline = ShutdownDeadline("gpuyield alerts", bound_s)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, deadline.then(stop.set))
     return stop
 
 
@@ -164,10 +170,11 @@ def _forward(
     receiver: str,
     app_id: str,
     kinds: frozenset[str] | None,
+    shutdown_timeout_s: float,
 ) -> None:
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
-    stop = _stop_on_signals()
+    stop = _stop_on_signals(shutdown_timeout_s)
     # One group per receiver: two receivers each get every alert.
     group = f"{app_id}-alerts-{hashlib.sha256(receiver.encode()).hexdigest()[:12]}"
     consumer = KafkaConsumer(

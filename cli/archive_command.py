@@ -13,7 +13,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -23,6 +22,7 @@ from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, 
 from gpuyield.streams.archive import Archive, Archiver
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.metrics import ArchiveMetrics
+from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import registry
 from gpuyield.worker_command import recorded_bootstrap
 
@@ -60,12 +60,9 @@ def archive_command(
     except (ValueError, ImportError, OSError) as exc:
         fail(f"--out {out}: {exc}")
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
+    deadline = ShutdownDeadline("gpuyield archive", settings.shutdown_timeout_s)
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, on_signal)
+        signal.signal(sig, deadline.then(stop.set))
     topics = [spec.name for spec in registry(settings.topic_partitions, settings.topic_prefix)]
     try:
         consumer = KafkaConsumer(

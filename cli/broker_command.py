@@ -11,7 +11,6 @@ import asyncio
 import signal
 import sys
 import threading
-from types import FrameType
 from typing import Annotated
 
 import typer
@@ -20,6 +19,7 @@ from aiokafka.errors import KafkaError
 from gpuyield.cli_io import fail
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedServiceError
+from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 
 
@@ -32,10 +32,7 @@ def broker_command(
     """Run the embedded Tansu broker with the controller's topics until Ctrl-C or SIGTERM."""
     settings = settings_or_fail()
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
+    on_signal = ShutdownDeadline("gpuyield broker", settings.shutdown_timeout_s).then(stop.set)
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     broker = EmbeddedBroker(port)
     try:

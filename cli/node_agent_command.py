@@ -44,9 +44,11 @@ from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
+from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.settings import Settings
-from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
+from gpuyield.streams.shutdown import ShutdownDeadline
+from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 from gpuyield.worker_command import read_endpoints
 
 log = logging.getLogger(__name__)
@@ -208,22 +210,34 @@ async def _serve(
     kubeconfig: str | None,
     metrics: NodeMetrics | None = None,
 ) -> None:
+    topics = registry(settings.topic_partitions, prefix=settings.topic_prefix)
     try:
         # The worker creates the topics; an agent that starts first must not let a
         # metadata request create them with the broker's defaults (Tansu does that).
-        await ensure_topics(
-            agent_config.kafka,
-            registry(settings.topic_partitions, prefix=settings.topic_prefix),
-            settings.topic_replication_factor,
-        )
+        await ensure_topics(agent_config.kafka, topics, settings.topic_replication_factor)
     except (TopicCreationError, KafkaError) as exc:
         # An agent may lack the rights to create topics; they exist if the worker runs.
         log.warning("could not ensure the topics (%s); going on", exc)
+    # What a broker restart would change (the worker's changelogs too, once they exist).
+    specs = topics + changelogs(settings.app_id, settings.topic_partitions)
+    baseline = await observe(agent_config.kafka, [spec.name for spec in specs])
+    guard = asyncio.create_task(
+        guard_broker(
+            f"gpuyield node-agent {agent_config.node}",
+            agent_config.kafka,
+            baseline,
+            interval_s=settings.broker_check_s,
+        ),
+        name="gpuyield-broker-guard",
+    )
     redis = Redis.from_url(redis_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    deadline = ShutdownDeadline(
+        f"gpuyield node-agent {agent_config.node}", settings.shutdown_timeout_s
+    )
     for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, deadline.then(stop.set))
     api_client: Any = None
     try:
         signaller, suspender, gpus, api_client = _components(
@@ -245,6 +259,9 @@ async def _serve(
             metrics=metrics,
         )
     finally:
+        guard.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await guard
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         if api_client is not None:

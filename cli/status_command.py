@@ -21,7 +21,7 @@ from rich.table import Table
 
 from gpuyield.cli_io import fail
 from gpuyield.service_io import settings_or_fail
-from gpuyield.streams.live_view_store import read_view
+from gpuyield.streams.live_view_store import read_agents, read_view
 from gpuyield.worker_command import read_endpoints
 
 STALE_AFTER_S = 30.0
@@ -53,10 +53,16 @@ def status_command(
         )
     try:
         view = read_view(url, settings.cluster_id)
+        agents = read_agents(url, settings.cluster_id)
     except (redis.RedisError, OSError) as exc:
         fail(f"{url}: cannot read the live view: {exc}")
     if view is None:
+        if agents is not None and not as_json:  # a worker runs, but its decider publishes nothing
+            render_agents(Console(), agents["agents"], time.time() - agents["updated_at"])
+            fail(f"no live view for cluster '{settings.cluster_id}' in {url}: see the agents above")
         fail(f"no live view for cluster '{settings.cluster_id}' in {url}: is a worker running?")
+    if agents is not None:  # the agents' health is stored beside the view (issue 11)
+        view = {**view, "agents": agents["agents"], "agents_checked_at": agents["updated_at"]}
     if as_json:
         sys.stdout.write(json.dumps(view, indent=2, sort_keys=True) + "\n")
         return
@@ -87,6 +93,8 @@ def render(console: Console, view: dict[str, Any], now: float) -> None:
             _when(job["cooldown_until"], now),
         )
     console.print(jobs)
+    if view.get("agents"):
+        render_agents(console, view["agents"], now - view["agents_checked_at"])
     demands = Table(title="Pending demand", title_justify="left")
     for column in ("preemptor", "waiting on", "yield deadline", "last round"):
         demands.add_column(column)
@@ -131,3 +139,23 @@ def render(console: Console, view: dict[str, Any], now: float) -> None:
         for alert in view["recent_alerts"]:
             alerts.add_row(alert["kind"], alert["job"] or "-", _when(alert["raised_at"], now))
         console.print(alerts)
+
+
+def render_agents(console: Console, agents: list[dict[str, Any]], age_s: float) -> None:
+    """The worker agents: ok, or stalled with input waiting (``streams/agent_stalls.py``)."""
+    table = Table(
+        title="Agents" + (f" (checked {age_s:.0f} s ago)" if age_s > STALE_AFTER_S else ""),
+        title_justify="left",
+    )
+    for column in ("agent", "state", "waiting", "stalled for", "stalled at"):
+        table.add_column(column, justify="right" if column == "waiting" else "left")
+    for agent in agents:
+        stalled = agent["state"] == "stalled"
+        table.add_row(
+            agent["agent"],
+            "[red]stalled[/red]" if stalled else agent["state"],
+            str(agent["waiting"]),
+            f"{agent['stalled_for_s']:.0f} s" if stalled else "-",
+            ", ".join(agent["stalled_partitions"]) or "-",
+        )
+    console.print(table)

@@ -26,10 +26,13 @@ from gpuyield.cli_io import fail
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.service_io import configure_logging, settings_or_fail
+from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.kube_watch import KubeWatcher
-from gpuyield.streams.topics import KUBE_EVENTS
+from gpuyield.streams.settings import Settings
+from gpuyield.streams.shutdown import ShutdownDeadline
+from gpuyield.streams.topics import KUBE_EVENTS, TopicCreationError, ensure_topics, registry
 from gpuyield.worker_command import recorded_bootstrap
 
 log = logging.getLogger(__name__)
@@ -62,7 +65,16 @@ def watch_command(
         fail(f"cannot load the Kubernetes configuration: {str(exc).splitlines()[0]}")
     topic = settings.topic_prefix + KUBE_EVENTS
     try:
-        asyncio.run(_watch(configuration, aiokafka_kwargs(settings, bootstrap), topic, namespace))
+        asyncio.run(
+            _watch(
+                configuration,
+                aiokafka_kwargs(settings, bootstrap),
+                topic,
+                namespace,
+                ShutdownDeadline("gpuyield watch", settings.shutdown_timeout_s),
+                settings,
+            )
+        )
     except KafkaError as exc:
         fail(f"Kafka at {','.join(bootstrap)}: {exc}")
 
@@ -72,13 +84,30 @@ async def _watch(
     kafka: dict[str, Any],
     topic: str,
     namespaces: list[str] | None,
+    deadline: ShutdownDeadline,
+    settings: Settings,
 ) -> None:
+    try:
+        # Before the first send: Tansu would create a missing topic with 4 partitions.
+        await ensure_topics(
+            kafka,
+            registry(settings.topic_partitions, prefix=settings.topic_prefix),
+            settings.topic_replication_factor,
+        )
+    except (TopicCreationError, KafkaError) as exc:  # the worker may own the topics
+        log.warning("could not ensure the topics (%s); going on", exc)
+    # A broker that loses its state (a memory-only one restarted) would lose what was
+    # published; exiting 75 makes the supervisor restart the watch, which relists.
+    baseline = await observe(kafka, [topic])
+    guard = asyncio.create_task(
+        guard_broker("gpuyield watch", kafka, baseline, interval_s=settings.broker_check_s)
+    )
     producer = AIOKafkaProducer(**kafka, acks="all")
     await producer.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, deadline.then(stop.set))
 
     async def publish(event: KubeEvent) -> None:
         await producer.send_and_wait(topic, value=encode(event), key=event.key.encode())
@@ -93,6 +122,9 @@ async def _watch(
         log.info("watching; publishing to %s", topic)
         await stop.wait()
     finally:
+        guard.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await guard
         with contextlib.suppress(Exception):
             await watcher.stop()
         await producer.stop()

@@ -13,12 +13,11 @@ import asyncio
 import contextlib
 import json
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import faust
 import kubernetes.client
 import typer
 from aiokafka.errors import KafkaError
@@ -26,10 +25,15 @@ from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.agents.worker.attempts import Attempts
+from gpuyield.agents.worker.deadline_worker import DeadlineWorker
+from gpuyield.agents.worker.fault_tasks import add_fault_tasks
 from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
+from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
+from gpuyield.streams.broker_state import start_on_broker
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
 from gpuyield.streams.kube_job_events import EventWriter
@@ -37,7 +41,8 @@ from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.kube_resources import load_kube_configuration
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
-from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
+from gpuyield.streams.shutdown import ShutdownDeadline
+from gpuyield.streams.topics import TopicCreationError, changelogs, registry
 from gpuyield.streams.volcano_config import ConfigMapKey
 
 ENDPOINTS_FILE = "endpoints.json"
@@ -47,6 +52,8 @@ ENDPOINTS_FILE = "endpoints.json"
 class Endpoints:
     kafka_bootstrap: list[str]
     redis_url: str
+    broker_alive: Callable[[], bool] | None = None
+    """Whether the embedded broker this process started still runs (None: not embedded)."""
 
 
 def endpoints_path(settings: Settings) -> Path:
@@ -80,17 +87,19 @@ def services(settings: Settings) -> Iterator[Endpoints]:
         bootstrap = settings.kafka_bootstrap
         redis_url = settings.redis_url
         embedded = False
+        alive: Callable[[], bool] | None = None
         if bootstrap is None:
             log_path = Path(settings.state_dir) / "tansu.log"
             log_path.parent.mkdir(parents=True, exist_ok=True)
             broker = stack.enter_context(EmbeddedBroker(log_path=log_path))
             bootstrap = [broker.bootstrap]
+            alive = broker.is_running
             embedded = True
         if redis_url is None:
             redis = stack.enter_context(EmbeddedRedis.under(Path(settings.state_dir)))
             redis_url = redis.url
             embedded = True
-        endpoints = Endpoints(list(bootstrap), redis_url)
+        endpoints = Endpoints(list(bootstrap), redis_url, alive)
         path = endpoints_path(settings)
         if embedded:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,14 +171,19 @@ def worker_command(
             services(settings) as endpoints,
         ):
             prefix = settings.topic_prefix
-            specs = registry(settings.topic_partitions, prefix=prefix) + changelogs(
-                settings.app_id, settings.topic_partitions
-            )
-            asyncio.run(
-                ensure_topics(
-                    aiokafka_kwargs(settings, endpoints.kafka_bootstrap),
+            tables = changelogs(settings.app_id, settings.topic_partitions)
+            specs = registry(settings.topic_partitions, prefix=prefix) + tables
+            kafka = aiokafka_kwargs(settings, endpoints.kafka_bootstrap)
+            # The topics (repaired on a broker that lost its state), and the baseline
+            # that the guard below compares with: taken before any agent runs.
+            baseline = asyncio.run(
+                start_on_broker(
+                    kafka,
                     specs,
                     settings.topic_replication_factor,
+                    # a broker this process just started is new: nothing to compare with
+                    None if endpoints.broker_alive else Path(settings.state_dir) / BROKER_RECORD,
+                    discard=[spec.name for spec in tables],
                 )
             )
             # Volcano's own preempt/reclaim beside gpuyield: alert (never blocks the start).
@@ -194,16 +208,32 @@ def worker_command(
                     event_writer=events,
                     instance=socket.gethostname(),
                     metrics=metrics if served is not None else None,
+                    attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,
+            )
+
+            add_fault_tasks(
+                app,
+                settings,
+                kafka,
+                baseline,
+                writer.publish_agents,
+                broker_alive=endpoints.broker_alive,
             )
             typer.echo(
                 f"gpuyield worker: Kafka {','.join(endpoints.kafka_bootstrap)}, "
                 f"Redis {endpoints.redis_url}",
                 err=True,
             )
-            worker = faust.Worker(app, loglevel=loglevel, quiet=True, redirect_stdouts=False)
+            worker = DeadlineWorker(
+                app,
+                loglevel=loglevel,
+                quiet=True,
+                redirect_stdouts=False,
+                deadline=ShutdownDeadline("gpuyield worker", settings.shutdown_timeout_s),
+            )
             with contextlib.suppress(SystemExit):
                 worker.execute_from_commandline()
     except (EmbeddedServiceError, TopicCreationError, KafkaError, OSError) as exc:

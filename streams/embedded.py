@@ -20,6 +20,7 @@ import fcntl
 import importlib.resources
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -198,6 +199,10 @@ class EmbeddedBroker:
             url,
             "--storage-engine",
             "memory://tansu/",
+            # A new id per start: clients tell a restarted broker, which has lost every
+            # topic and offset, from the one they started on (streams/broker_state.py).
+            "--cluster-id",
+            f"gpuyield-{secrets.token_hex(8)}",
         ]
         env = {k: v for k, v in os.environ.items() if k not in _TANSU_ENV}
         with open(self._log_path, "ab") as log_file:

@@ -391,6 +391,53 @@ class Settings(BaseSettings):
             "server. deploy/ uses 9400."
         ),
     )
+    # -- Faults (issue 11): bounded retries, stalls, shutdown, a lost broker -----------
+    shutdown_timeout_s: float = Field(
+        20.0,
+        gt=0,
+        le=600,
+        description=(
+            "Every gpuyield process ends at most this long after SIGTERM or Ctrl-C: an orderly "
+            "stop that hangs is cut short with a log line and exit status 124. Default 20 "
+            "(under Kubernetes' 30 s grace period)."
+        ),
+    )
+    agent_max_attempts: int = Field(
+        3,
+        ge=1,
+        le=100,
+        description=(
+            "Times an agent tries to finish one message (send what it decided, forward a "
+            "summary) before the message goes to the dead-letter topic with the last error "
+            "and its offset moves on. Default 3."
+        ),
+    )
+    agent_retry_backoff_s: float = Field(
+        0.5,
+        ge=0,
+        le=60,
+        description=(
+            "Pause before an agent's next attempt at a message, doubled each time. Default 0.5."
+        ),
+    )
+    agent_stall_s: float = Field(
+        60.0,
+        gt=0,
+        description=(
+            "An agent with input waiting whose last processed offset has not moved for this "
+            "long is reported stalled (gpuyield status, the live view). Default 60."
+        ),
+    )
+    broker_check_s: float = Field(
+        5.0,
+        gt=0,
+        le=300,
+        description=(
+            "How often the worker and the node agent check that the broker still has their "
+            "topics (cluster id, topics, partition counts); a lost broker state makes them exit "
+            "with status 75 for their supervisor to restart them. Default 5."
+        ),
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -17,13 +17,13 @@ import logging
 import sys
 from pathlib import Path
 
-import faust
-
 from gpuyield.agents.demo.timing import TICK_S
 from gpuyield.agents.worker.app import WorkerOptions, build_app
+from gpuyield.agents.worker.deadline_worker import DeadlineWorker
 from gpuyield.streams.kafka_client import faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import SettingsError, load_settings
+from gpuyield.streams.shutdown import ShutdownDeadline
 
 
 def main() -> int:
@@ -50,7 +50,13 @@ def main() -> int:
         settings.controller,
         publish_view=writer.publish,
     )
-    worker = faust.Worker(app, loglevel="info", quiet=True, redirect_stdouts=False)
+    worker = DeadlineWorker(
+        app,
+        loglevel="info",
+        quiet=True,
+        redirect_stdouts=False,
+        deadline=ShutdownDeadline("the demo's worker", settings.shutdown_timeout_s),
+    )
     with contextlib.suppress(SystemExit):
         worker.execute_from_commandline()
     return 0

@@ -31,7 +31,8 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,6 +45,7 @@ from gpuyield.agents.controller.decider import Input, Outcome
 from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.planner import plan
+from gpuyield.agents.worker.attempts import Attempts, attempt
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.job_events import write_events
 from gpuyield.agents.worker.metrics import WorkerMetrics
@@ -143,6 +145,9 @@ class WorkerOptions:
     metrics: WorkerMetrics | None = None
     """Prometheus families to update (``--metrics-port``); None: nothing is measured."""
 
+    attempts: Attempts = field(default_factory=Attempts)
+    """How often a message's effects are tried before it goes to dead letters (``attempts.py``)."""
+
 
 def build_app(
     options: WorkerOptions,
@@ -234,7 +239,13 @@ def build_app(
             message.offset,
             reason,
         )
-        await dead_letters.send(key=message.topic.encode(), value=encode(letter))
+        failure = await attempt(
+            partial(dead_letters.send, key=message.topic.encode(), value=encode(letter)),
+            f"dead letter for {message.topic}[{message.partition}]@{message.offset}",
+            options.attempts,
+        )
+        if failure is not None:  # not lost: the offset stays uncommitted, read again on restart
+            raise RuntimeError(f"cannot write to the dead-letter topic: {failure}")
         if metrics is not None:
             metrics.dead_letter(message.topic)
 
@@ -253,7 +264,7 @@ def build_app(
     async def progress(stream: faust.StreamT[bytes]) -> None:
         batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.1)
         async for events in batches:
-            changed: dict[str, None] = {}
+            changed: dict[str, EventT[bytes]] = {}  # job -> its last beat in the batch
             for event in events:
                 try:
                     beat = decode(Heartbeat, event.value)
@@ -267,14 +278,23 @@ def build_app(
                     await reject(event, f"internal error ({type(exc).__name__}): {exc}")
                     continue
                 if job is not None:
-                    changed[job] = None
+                    changed[job] = event
             if metrics is not None and events:
                 metrics.heartbeats.inc(len(events))
                 newest = {e.message.partition: e for e in events}  # the last read of each
                 for event in newest.values():
                     consumed(event)
-            for forwarded in folder.forward_changed(changed):
-                await job_progress.send(key=forwarded.job.encode(), value=encode(forwarded))
+            for job, last_beat in changed.items():
+                forwarded = folder.to_forward(job)
+                if forwarded is None:
+                    continue
+                failure = await attempt(
+                    partial(job_progress.send, key=job.encode(), value=encode(forwarded)),
+                    f"forwarding {job}'s progress",
+                    options.attempts,
+                )
+                if failure is not None:  # the beat that made it goes to dead letters
+                    await reject(last_beat, failure)
 
     models: dict[str, type[Input]] = {
         p + KUBE_EVENTS: KubeEvent,
@@ -294,6 +314,16 @@ def build_app(
     )
 
     journaller = Journal(config)
+
+    async def send_outcome(outcome: Outcome) -> None:
+        # Holds first: on the cluster (before any command can free a GPU), then
+        # on their topic; a hold the cluster refused becomes an alert.
+        failed = await enforce_reservations(
+            reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+        )
+        if failed:
+            outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
+        await publish_outcome(outcome, sinks)
 
     @app.agent(decider_inputs)
     async def decider(stream: faust.StreamT[bytes]) -> None:
@@ -326,14 +356,12 @@ def build_app(
                 await reject(event, outcome)
                 continue
             apply_writes(cast(Any, decider_table), outcome.writes)
-            # Holds first: on the cluster (before any command can free a GPU), then
-            # on their topic; a hold the cluster refused becomes an alert.
-            failed = await enforce_reservations(
-                reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+            failure = await attempt(
+                partial(send_outcome, outcome), f"sending what {origin} decided", options.attempts
             )
-            if failed:
-                outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))
-            await publish_outcome(outcome, sinks)
+            if failure is not None:  # tried enough: the input goes to dead letters, not round
+                await reject(event, failure)
+                continue
             if options.event_writer is not None and outcome.decisions:
                 await write_events(
                     options.event_writer,

@@ -267,13 +267,28 @@ def _literal_choices(knob: str) -> tuple[Any, ...]:
     return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
 
 
+def _upper_bound(knob: str) -> float | None:
+    """The knob's ``le`` bound, where its field has one."""
+    path = SETTINGS_KNOBS[knob]
+    model: Any = Settings
+    for part in path[:-1]:
+        model = model.model_fields[part].annotation
+    info = model.model_fields[path[-1]]
+    bounds = [m.le for m in info.metadata if getattr(m, "le", None) is not None]
+    return min(bounds) if bounds else None
+
+
 def a_changed_value(knob: str) -> Any:
     """A valid value other than the default, for any knob (new knobs included)."""
     default = knob_value(settings_from({}), SETTINGS_KNOBS[knob])
     if isinstance(default, bool):
         return not default
     if isinstance(default, int | float):
-        return type(default)(default * 2 + 1)
+        changed = type(default)(default * 2 + 1)
+        ceiling = _upper_bound(knob)
+        if ceiling is not None and changed > ceiling:  # a share: half way to its bound
+            changed = type(default)((default + ceiling) / 2)
+        return changed
     choices = _literal_choices(knob)
     if choices:
         return next(choice for choice in choices if choice != default)

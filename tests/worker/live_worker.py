@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,13 @@ GPUYIELD = str(Path(sys.executable).parent / "gpuyield")
 
 @dataclass
 class LiveWorker:
-    """One worker process; ``name`` tells its log apart from another's."""
+    """One worker process; ``name`` tells its log apart from another's.
+
+    ``start()`` again after it exited starts it anew (a supervisor's restart),
+    logging to the same file.
+    """
+
+    READY = b"Worker ready"
 
     bootstrap: str
     redis_url: str
@@ -54,19 +61,23 @@ class LiveWorker:
         }
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [GPUYIELD, "worker", "--tick-s", "0.5"],
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
             )
         return self
 
-    def wait_ready(self, timeout_s: float = 60.0) -> None:
+    def command(self) -> list[str]:
+        return [GPUYIELD, "worker", "--tick-s", "0.5"]
+
+    def wait_ready(self, timeout_s: float = 60.0, times: int = 1) -> None:
+        """Until the log says ready ``times`` times (a restarted process says it again)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.process is not None and self.process.poll() is not None:
+            if self.process is not None and self.process.poll() is not None and times == 1:
                 raise AssertionError(f"{self.name} exited early:\n{self.tail()}")
-            if b"Worker ready" in self.log.read_bytes():
+            if self.log.read_bytes().count(self.READY) >= times:
                 return
             time.sleep(0.2)
         raise AssertionError(f"{self.name} not ready after {timeout_s} s:\n{self.tail()}")
@@ -143,3 +154,46 @@ async def read_until(
 
 def decoded(raw: list[bytes], model: type[Any]) -> list[Any]:
     return [model.model_validate_json(r) for r in raw]
+
+
+@dataclass
+class LiveNodeAgent(LiveWorker):
+    """One ``gpuyield node-agent`` process (local signaller) of the same deployment."""
+
+    READY = b" ready (group "
+
+    node: str = "gpu-02"
+    redis_prefix: str = "gpuyield"
+
+    def command(self) -> list[str]:
+        return [GPUYIELD, "node-agent", "--node", self.node, "--redis-prefix", self.redis_prefix]
+
+
+class Supervisor:
+    """Restarts a process that exits with status 75 (a lost broker state), as Kubernetes would.
+
+    Any other exit ends the supervision; ``exits`` lists every status seen.
+    """
+
+    def __init__(self, process: LiveWorker, restart_on: int = 75) -> None:
+        self.process = process
+        self.restart_on = restart_on
+        self.exits: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.1):
+            running = self.process.process
+            status = None if running is None else running.poll()
+            if status is None:
+                continue
+            self.exits.append(status)
+            if status != self.restart_on:
+                return
+            self.process.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

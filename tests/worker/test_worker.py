@@ -151,6 +151,9 @@ async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_co
     assert "prod/ft-llama" in status.stdout
 
 
+HUGE_BEAT = b'{"job": "research/y", "note": "' + b"y" * 900_000 + b'"}'
+
+
 async def test_unreadable_messages_go_to_dead_letters_and_the_worker_keeps_deciding(
     worker_factory, kafka_bootstrap: str, topic_prefix: str
 ) -> None:
@@ -167,12 +170,16 @@ async def test_unreadable_messages_go_to_dead_letters_and_the_worker_keeps_decid
             ("future", b'{"v": 7, "type": "ADDED"}'),
             ("invalid", b'{"v": 1, "type": "ADDED", "kind": "Pod"}'),
             ("unreadable", event(bad_pod, NOW)),
+            ("huge", b"\x00" + b"x" * 900_000),  # its dead letter must still fit (issue 11)
         ],
     )
     await publish(
         kafka_bootstrap,
         topic_prefix + "gpuyield.heartbeats",
-        [("research/x", b'{"job": "research/x", "step": -3}')],
+        [
+            ("research/x", b'{"job": "research/x", "step": -3}'),
+            ("research/y", HUGE_BEAT),
+        ],
     )
     await publish(kafka_bootstrap, kube, keyed(pool_events(NOW)))
     await publish(kafka_bootstrap, kube, keyed(demand_events("ft-llama", NOW + 1)))
@@ -181,11 +188,14 @@ async def test_unreadable_messages_go_to_dead_letters_and_the_worker_keeps_decid
     seen = await read_until(
         kafka_bootstrap,
         [letters_topic, commands_topic],
-        lambda s: len(s[letters_topic]) >= 5 and len(s[commands_topic]) >= 2,
+        lambda s: len(s[letters_topic]) >= 7 and len(s[commands_topic]) >= 2,
     )
     letters = decoded(seen[letters_topic], DeadLetter)
     reasons = sorted(letter.reason for letter in letters)
-    assert len(letters) == 5, worker.tail()
+    assert len(letters) == 7, worker.tail()
+    # the two 900 KB messages, from the decider's and the progress agent's topics
+    huge = sorted((x.source_topic, x.value_size) for x in letters if x.truncated)
+    assert huge == [(topic_prefix + "gpuyield.heartbeats", len(HUGE_BEAT)), (kube, 900_001)]
     assert any(r.startswith("not JSON") for r in reasons)
     assert any(r.startswith("unknown format version 7") for r in reasons)
     assert any(r.startswith("KubeEvent:") for r in reasons)
