@@ -42,11 +42,11 @@ from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import read_endpoints
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, ensure_topics, registry
-from gpuyield.worker_command import read_endpoints
 
 log = logging.getLogger(__name__)
 

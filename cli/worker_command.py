@@ -13,9 +13,8 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import faust
 import kubernetes.client
@@ -27,6 +26,7 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import Endpoints, endpoints_path
 from gpuyield.service_io import configure_logging, settings_or_fail
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis, EmbeddedServiceError
 from gpuyield.streams.kafka_client import aiokafka_kwargs, faust_app_kwargs
@@ -36,38 +36,6 @@ from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
 from gpuyield.streams.volcano_config import ConfigMapKey
-
-ENDPOINTS_FILE = "endpoints.json"
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    kafka_bootstrap: list[str]
-    redis_url: str
-
-
-def endpoints_path(settings: Settings) -> Path:
-    return Path(settings.state_dir) / ENDPOINTS_FILE
-
-
-def read_endpoints(settings: Settings) -> Endpoints | None:
-    """What the settings say, completed from a running worker's embedded services."""
-    recorded: dict[str, Any] = {}
-    path = endpoints_path(settings)
-    if path.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-    bootstrap = settings.kafka_bootstrap or recorded.get("kafka_bootstrap")
-    redis_url = settings.redis_url or recorded.get("redis_url")
-    if not bootstrap or not redis_url:
-        return None
-    return Endpoints(list(bootstrap), str(redis_url))
-
-
-def recorded_bootstrap(settings: Settings) -> list[str] | None:
-    """The Kafka to read: the settings', else a running worker's embedded broker."""
-    endpoints = read_endpoints(settings)
-    return settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
 
 
 @contextlib.contextmanager
