@@ -95,6 +95,7 @@ class _SizeTable:
 
     ready: tuple[int, ...]  # nodes (index) that host such a pod as they are
     bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
+    bounds_unprotected: tuple[tuple[int, float, int], ...]  # the same with protected 0, sorted
     free_slots: int  # such pods that fit as the nodes are
     extra: tuple[tuple[float, str], ...]  # (lost bound of one more slot, node), sorted
 
@@ -168,6 +169,7 @@ class Search:
             node: tuple(sorted({g.candidate for g in gs})) for node, gs in self.groups.items()
         }
         self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
+        self.floor_cache: dict[tuple[str, int], float] = {}
         # Per node: (0 if any candidate pod there is unprotected else 1, lowest loss rate).
         self.node_bound = {
             node: (
@@ -200,7 +202,13 @@ class Search:
                     bounds.append((protected, (gpus - free) * rate, node_i))
                 more = s.node_gpus[node] // gpus - free // gpus
                 extra.extend([((gpus - free % gpus) * rate, node)] * more)
-        return _SizeTable(tuple(ready), tuple(sorted(bounds)), slots, tuple(sorted(extra)))
+        return _SizeTable(
+            tuple(ready),
+            tuple(sorted(bounds)),
+            tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
+            slots,
+            tuple(sorted(extra)),
+        )
 
     # -- driving -------------------------------------------------------------
 
@@ -340,11 +348,14 @@ class Search:
             for node_i in table.ready
             if node_i >= first and names[node_i] not in changed
         ]
-        bounds = [
-            b if count_protected else (0, b[1], b[2])
-            for b in table.bounds
+        # Nodes whose free GPUs this branch left as they were come from the table, in its
+        # order and only as far as they are read; the changed ones are sorted in.
+        unchanged = (
+            b
+            for b in (table.bounds if count_protected else table.bounds_unprotected)
             if b[2] >= first and names[b[2]] not in changed
-        ]
+        )
+        bounds: list[tuple[int, float, int]] = []
         for node, free in changed.items():
             node_i = self.node_index[node]
             if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
@@ -373,7 +384,7 @@ class Search:
             return
         heapq.heapify(ready)
         bounds.sort()
-        for protected, lost, node_i in bounds:
+        for protected, lost, node_i in heapq.merge(unchanged, bounds):
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
                 _, _, _, at, child = heapq.heappop(ready)
                 yield child, names[at], at
@@ -381,6 +392,9 @@ class Search:
                 break
             node = names[node_i]
             free = self._free(state, node)
+            floor = self._untouched_floor(state, node, gpus - free)
+            if floor is not None and self._beyond_best(state, protected, floor, 1):
+                continue  # every way to make room here loses to the best plan
             for changes, freed in self._room(state, node, gpus - free):
                 if not self.budget.tick():
                     break
@@ -394,6 +408,52 @@ class Search:
         while ready:
             _, _, _, at, child = heapq.heappop(ready)
             yield child, names[at], at
+
+    def _untouched_floor(self, state: State, node: str, need: int) -> float | None:
+        """The least lost work of freeing ``need`` GPUs on ``node``, or None if unknown.
+
+        Known only while no job with pods on ``node`` is a victim yet (each one
+        taken is then a new victim, and nothing of it is already paid for).
+        Per job on the node: up to its surplus pods there go at their GPUs'
+        loss rate; more than that breaks the gang and costs the whole job. A
+        small knapsack over the node's jobs, with any amount up to the surplus
+        allowed (a relaxation), gives a lower bound on every eviction set that
+        ``_room`` could return, gang closure included; it depends on the
+        snapshot alone, so it is computed once per node and need.
+        """
+        on_node = self.node_candidates.get(node, ())
+        if any(c in state.evicted for c in on_node):
+            return None
+        key = (node, need)
+        found = self.floor_cache.get(key)
+        if found is None:
+            found = self._floor(node, need)
+            self.floor_cache[key] = found
+        return found
+
+    def _floor(self, node: str, need: int) -> float:
+        best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
+        on_node: dict[int, list[int]] = {}
+        for g in self.groups.get(node, ()):
+            on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+        for c, sizes in on_node.items():
+            cand = self.s.candidates[c]
+            sizes.sort(reverse=True)
+            surplus = len(cand.pods) - cand.min_running  # pods that may go one by one
+            if surplus >= len(sizes) or len(sizes) == len(cand.pods):
+                alone = sum(sizes)  # every pod here may go without breaking the gang
+            else:
+                alone = sum(sizes[: max(0, surplus)])
+            options = [(f, f * cand.lost_per_gpu_s) for f in range(1, alone + 1)]
+            options.append((sum(sizes), cand.gpus * cand.lost_per_gpu_s))  # the whole job
+            nxt = list(best)
+            for x in range(1, need + 1):
+                for freed, cost in options:
+                    before = best[max(0, x - freed)]
+                    if before + cost < nxt[x]:
+                        nxt[x] = before + cost
+            best = nxt
+        return best[need]
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.
