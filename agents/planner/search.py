@@ -101,6 +101,15 @@ class _SizeTable:
 
 
 @dataclass(slots=True)
+class _FloorOrder:
+    """One pod size's nodes by ``_floor_of``, refined as far as some call needed them."""
+
+    weak: tuple[tuple[int, float, int], ...]  # (protected, cheap bound, node), sorted
+    refined: list[tuple[int, float, int]] = field(default_factory=list)  # the tight bounds
+    next_weak: int = 0  # weak[:next_weak] are in refined
+
+
+@dataclass(slots=True)
 class _RepairFrame:
     """Where the repair walk stands at one state: which rank, which option next."""
 
@@ -170,6 +179,10 @@ class Search:
         }
         self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
         self.floor_cache: dict[tuple[str, int], float] = {}
+        self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
+        self.candidate_nodes = {
+            i: frozenset(pod.node for pod in session.candidates[i].pods) for i in self.eligible
+        }
         # Per node: (0 if any candidate pod there is unprotected else 1, lowest loss rate).
         self.node_bound = {
             node: (
@@ -348,14 +361,7 @@ class Search:
             for node_i in table.ready
             if node_i >= first and names[node_i] not in changed
         ]
-        # Nodes whose free GPUs this branch left as they were come from the table, in its
-        # order and only as far as they are read; the changed ones are sorted in.
-        unchanged = (
-            b
-            for b in (table.bounds if count_protected else table.bounds_unprotected)
-            if b[2] >= first and names[b[2]] not in changed
-        )
-        bounds: list[tuple[int, float, int]] = []
+        bounds: list[tuple[int, float, int, bool]] = []
         for node, free in changed.items():
             node_i = self.node_index[node]
             if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
@@ -364,7 +370,8 @@ class Search:
                 fits.append((node_i, free))
             elif node in self.node_bound:
                 protected, rate = self.node_bound[node]
-                bounds.append((protected if count_protected else 0, (gpus - free) * rate, node_i))
+                lacking = (gpus - free) * rate
+                bounds.append((protected if count_protected else 0, lacking, node_i, False))
         fits.sort()
         for node_i, free in fits:
             node = names[node_i]
@@ -383,18 +390,18 @@ class Search:
                 yield child, names[node_i], node_i
             return
         heapq.heapify(ready)
-        bounds.sort()
-        for protected, lost, node_i in heapq.merge(unchanged, bounds):
+        heapq.heapify(bounds)
+        nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds)
+        for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
                 _, _, _, at, child = heapq.heappop(ready)
                 yield child, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
+            if tight and self._beyond_best(state, protected, lost, 1):
+                continue  # every way to make room here loses to the best plan
             node = names[node_i]
             free = self._free(state, node)
-            floor = self._untouched_floor(state, node, gpus - free)
-            if floor is not None and self._beyond_best(state, protected, floor, 1):
-                continue  # every way to make room here loses to the best plan
             for changes, freed in self._room(state, node, gpus - free):
                 if not self.budget.tick():
                     break
@@ -409,10 +416,78 @@ class Search:
             _, _, _, at, child = heapq.heappop(ready)
             yield child, names[at], at
 
-    def _untouched_floor(self, state: State, node: str, need: int) -> float | None:
-        """The least lost work of freeing ``need`` GPUs on ``node``, or None if unknown.
+    def _nodes_by_floor(
+        self,
+        state: State,
+        gpus: int,
+        first: int,
+        count_protected: bool,
+        final: list[tuple[int, float, int, bool]],
+    ) -> Iterator[tuple[int, float, int, bool]]:
+        """Nodes to free room on, by their best known lower bound: (protected, lost, node, tight).
 
-        Known only while no job with pods on ``node`` is a victim yet (each one
+        ``final`` holds the bounds of the nodes this branch changed. A node
+        that hosts a victim's pods keeps the cheap bound (GPUs lacking times
+        the lowest loss rate) as well; every other node is ordered by the
+        tighter ``_floor_of``, which depends on the snapshot alone.
+        That order is built lazily and shared by every call of the search
+        (``_FloorOrder``): a call reads it only up to the first node that
+        cannot beat the best plan, and nodes whose cheap bound lies beyond
+        that are never refined.
+        """
+        s, names = self.s, self.s.node_names
+        changed = state.free
+        touched: set[str] = set()
+        for c in state.evicted:
+            touched.update(self.candidate_nodes[c])
+        for node in touched:
+            node_i = self.node_index[node]
+            free = s.node_free[node]
+            if (
+                node in changed
+                or node_i < first
+                or free >= gpus
+                or not can_host(s, node, gpus)
+                or node not in self.node_bound
+            ):
+                continue
+            protected, rate = self.node_bound[node]
+            final.append((protected if count_protected else 0, (gpus - free) * rate, node_i, False))
+        heapq.heapify(final)
+        order = self.floor_orders.get((gpus, count_protected))
+        if order is None:
+            table = self.tables[gpus]
+            order = _FloorOrder(table.bounds if count_protected else table.bounds_unprotected)
+            self.floor_orders[(gpus, count_protected)] = order
+        weak, refined = order.weak, order.refined
+        r = 0
+        while True:
+            if order.next_weak < len(weak) and (
+                r == len(refined) or weak[order.next_weak] < refined[r]
+            ):
+                protected, lost, node_i = weak[order.next_weak]
+                order.next_weak += 1
+                node = names[node_i]
+                floor = self._floor_of(node, gpus - s.node_free[node])
+                if floor < math.inf:  # else its jobs cannot make the room: never a choice
+                    # Lands at r or later: everything before r was at most this weak bound.
+                    bisect.insort(refined, (protected, max(lost, floor), node_i))
+                continue
+            if final and (r == len(refined) or final[0][:3] < refined[r]):
+                yield heapq.heappop(final)
+                continue
+            if r == len(refined):
+                return
+            protected, lost, node_i = refined[r]
+            r += 1
+            node = names[node_i]
+            if node_i >= first and node not in changed and node not in touched:
+                yield protected, lost, node_i, True
+
+    def _floor_of(self, node: str, need: int) -> float:
+        """The least lost work of freeing ``need`` GPUs on ``node`` while its jobs are untouched.
+
+        Valid while no job with pods on ``node`` is a victim yet (each one
         taken is then a new victim, and nothing of it is already paid for).
         Per job on the node: up to its surplus pods there go at their GPUs'
         loss rate; more than that breaks the gang and costs the whole job. A
@@ -421,9 +496,6 @@ class Search:
         ``_room`` could return, gang closure included; it depends on the
         snapshot alone, so it is computed once per node and need.
         """
-        on_node = self.node_candidates.get(node, ())
-        if any(c in state.evicted for c in on_node):
-            return None
         key = (node, need)
         found = self.floor_cache.get(key)
         if found is None:
