@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.agents.planner import UnknownPreemptor, cycle_collection_paused, plan
 from gpuyield.cli_io import fail, read_snapshot
 
 
@@ -25,11 +25,13 @@ def plan_command(
     ] = None,
 ) -> None:
     """Plan which pods to evict so the preemptor fits (format v1, byte-identical per input)."""
-    snap = read_snapshot(snapshot)
-    try:
-        result = plan(snap, preemptor, budget=budget, explain=explain)
-    except UnknownPreemptor as exc:
-        fail(str(exc))
+    # Reading a big snapshot allocates as much as planning it: the same pause covers both.
+    with cycle_collection_paused():
+        snap = read_snapshot(snapshot)
+        try:
+            result = plan(snap, preemptor, budget=budget, explain=explain)
+        except UnknownPreemptor as exc:
+            fail(str(exc))
     if explain:
         # rich's tables only when asked for: the JSON path does not import them.
         from rich.console import Console
