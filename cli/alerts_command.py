@@ -25,6 +25,7 @@ from rich.table import Table
 
 from gpuyield.audit_command import parse_time
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import Alert, AlertKind
 from gpuyield.service_io import configure_logging, settings_or_fail
@@ -38,7 +39,6 @@ from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topic_reader import read_topics
 from gpuyield.streams.topics import ALERTS
-from gpuyield.worker_command import recorded_bootstrap
 
 
 def _row(alert: Alert) -> list[str]:

@@ -18,13 +18,13 @@ from typing import Annotated
 import typer
 
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.archive import Archive, Archiver
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.metrics import ArchiveMetrics
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import registry
-from gpuyield.worker_command import recorded_bootstrap
 
 REFRESH_TOPICS_S = 30.0
 """How often the archiver looks for topics created after it started."""

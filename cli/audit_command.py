@@ -19,11 +19,11 @@ from rich.table import Table
 
 from gpuyield.agents.controller.audit import TOPIC_MODELS, JobHistory, Recorded, history
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.archive import Archive
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.topic_reader import read_topics
-from gpuyield.worker_command import recorded_bootstrap
 
 
 def parse_time(value: str | None, option: str) -> float | None:

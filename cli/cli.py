@@ -2,35 +2,98 @@
 
 Every command turns bad input into exit status 2 and one line on stderr that
 names what is wrong; a Python traceback reaching a user is a bug.
+
+Commands are imported lazily. ``gpuyield --help`` and ``gpuyield plan`` must
+not pay for Faust, aiokafka, the Kubernetes client or torch (seconds of
+imports on a busy machine), so this module imports typer and nothing of the
+commands: each lives in its own module, ``gpuyield/<name>_command.py``, as a
+function ``<name>_command`` whose docstring's first line is its help line,
+and is listed in ``COMMANDS`` by reference. Its module is imported only when
+the command runs (or its own ``--help`` is asked for). To add a command::
+
+    "doctor": LazyCommand("gpuyield.doctor_command:doctor_command", "<first docstring line>"),
+
+and nothing else here: no ``import`` of the command's module, no
+``app.command(...)``. ``tests/test_cli_startup.py`` checks that every help
+line matches its function's docstring and that ``--help`` and ``plan``
+import none of the heavy packages; ``bench/bench_startup.py`` measures it.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from gpuyield.agents.planner import UnknownPreemptor, plan
-from gpuyield.alerts_command import alerts_command
-from gpuyield.archive_command import archive_command
-from gpuyield.audit_command import audit_command
-from gpuyield.broker_command import broker_command
-from gpuyield.cli_io import fail, read_snapshot
-from gpuyield.cli_render import explain_table
-from gpuyield.config_command import config_command
-from gpuyield.demo_command import demo_command
-from gpuyield.doctor_command import doctor_command
-from gpuyield.node_agent_command import node_agent_command
-from gpuyield.replay_command import replay_command
-from gpuyield.schemas.export import write_schemas
-from gpuyield.simulate_command import simulate_command
-from gpuyield.status_command import status_command
-from gpuyield.topics_command import topics_command
-from gpuyield.watch_command import watch_command
-from gpuyield.worker_command import worker_command
+from gpuyield.lazy_commands import LazyCommand, lazy_group
+
+COMMANDS: dict[str, LazyCommand] = {
+    "plan": LazyCommand(
+        "gpuyield.plan_command:plan_command",
+        "Plan which pods to evict so the preemptor fits (format v1, byte-identical per input).",
+    ),
+    "schemas": LazyCommand(
+        "gpuyield.schemas_command:schemas_command",
+        "Write the JSON Schema of every wire model (snapshot, plan, ...).",
+    ),
+    "simulate": LazyCommand(
+        "gpuyield.simulate_command:simulate_command",
+        "Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload.",
+    ),
+    "broker": LazyCommand(
+        "gpuyield.broker_command:broker_command",
+        "Run the embedded Tansu broker with the controller's topics until Ctrl-C or SIGTERM.",
+    ),
+    "topics": LazyCommand(
+        "gpuyield.topics_command:topics_command",
+        "List the controller's topics: key, schema, partitions, cleanup and retention.",
+    ),
+    "worker": LazyCommand(
+        "gpuyield.worker_command:worker_command",
+        "Run the controller: progress tables, the livelock guard and the eviction decider.",
+    ),
+    "status": LazyCommand(
+        "gpuyield.status_command:status_command",
+        "Show jobs with their weights and cooldowns, pending demand, and yields in flight.",
+    ),
+    "watch": LazyCommand(
+        "gpuyield.watch_command:watch_command",
+        "Watch nodes, pods and Volcano objects; publish every change to Kafka.",
+    ),
+    "node-agent": LazyCommand(
+        "gpuyield.node_agent_command:node_agent_command",
+        "Carry out yield and resume commands for one node: signal, checkpoint, release, ack.",
+    ),
+    "demo": LazyCommand(
+        "gpuyield.demo_command:demo_command",
+        "Run gpuyield end to end on this machine: a simulated Volcano cluster, real yields.",
+    ),
+    "archive": LazyCommand(
+        "gpuyield.archive_command:archive_command",
+        "Follow every gpuyield topic and write it to Parquet, until Ctrl-C or SIGTERM.",
+    ),
+    "audit": LazyCommand(
+        "gpuyield.audit_command:audit_command",
+        "Print one job's history: progress, the decisions that weighed it, its yields.",
+    ),
+    "replay": LazyCommand(
+        "gpuyield.replay_command:replay_command",
+        "Re-run the decider over the recorded inputs and compare with what it decided then.",
+    ),
+    "alerts": LazyCommand(
+        "gpuyield.alerts_command:alerts_command",
+        "Print the alert stream, or forward it to a webhook or Alertmanager.",
+    ),
+    "config": LazyCommand(
+        "gpuyield.config_command:config_command",
+        "Print the effective settings and where each came from (default, env, file:PATH).",
+    ),
+    "doctor": LazyCommand(
+        "gpuyield.doctor_command:doctor_command",
+        "Check a cluster dump for the mistakes that break graceful preemption.",
+    ),
+}
+"""Every sub-command, in the order ``--help`` lists them."""
 
 app = typer.Typer(
     name="gpuyield",
@@ -38,62 +101,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=lazy_group(COMMANDS),
 )
 
 
-@app.command("plan")
-def plan_command(
-    snapshot: Annotated[str, typer.Argument(help="Snapshot JSON file, or - for standard input.")],
-    preemptor: Annotated[
-        str | None,
-        typer.Option(help="The job to make room for (default: highest-priority pending job)."),
-    ] = None,
-    explain: Annotated[
-        bool, typer.Option("--explain", help="Print a readable table instead of the plan JSON.")
-    ] = False,
-    budget: Annotated[
-        int | None, typer.Option(min=1, help="Search steps (default: the planner's).")
-    ] = None,
-) -> None:
-    """Plan which pods to evict so the preemptor fits (format v1, byte-identical per input)."""
-    snap = read_snapshot(snapshot)
-    try:
-        result = plan(snap, preemptor, budget=budget, explain=explain)
-    except UnknownPreemptor as exc:
-        fail(str(exc))
-    if explain:
-        explain_table(Console(width=max(Console().width, 140)), snap, result)
-    else:
-        sys.stdout.write(result.model_dump_json(exclude={"candidates"}, indent=2) + "\n")
-
-
-@app.command("schemas")
-def schemas_command(
-    out: Annotated[Path, typer.Option(help="Directory to write the JSON Schemas into.")],
-) -> None:
-    """Write the JSON Schema of every wire model (snapshot, plan, ...)."""
-    try:
-        written = write_schemas(out)
-    except OSError as exc:
-        fail(f"{out}: cannot write schemas: {exc}")
-    for path in written:
-        typer.echo(str(path))
-
-
-app.command("simulate")(simulate_command)
-app.command("broker")(broker_command)
-app.command("topics")(topics_command)
-app.command("worker")(worker_command)
-app.command("status")(status_command)
-app.command("watch")(watch_command)
-app.command("node-agent")(node_agent_command)
-app.command("demo")(demo_command)
-app.command("archive")(archive_command)
-app.command("audit")(audit_command)
-app.command("replay")(replay_command)
-app.command("alerts")(alerts_command)
-app.command("config")(config_command)
-app.command("doctor")(doctor_command)
+@app.callback()
+def _root() -> None:
+    """Options of ``gpuyield`` itself (none yet); a callback makes typer build a group."""
 
 
 def main(argv: list[str] | None = None) -> None:

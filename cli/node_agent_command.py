@@ -43,13 +43,13 @@ from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import read_endpoints
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.broker_state import guard_broker, observe
 from gpuyield.streams.kafka_client import aiokafka_kwargs
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import TopicCreationError, changelogs, ensure_topics, registry
-from gpuyield.worker_command import read_endpoints
 
 log = logging.getLogger(__name__)
 

@@ -39,6 +39,7 @@ from gpuyield.agents.controller.replay import (
 )
 from gpuyield.audit_command import parse_time
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.config import KNOBS, ControllerConfig, with_knobs
 from gpuyield.schemas.errors import explain_validation_error
 from gpuyield.service_io import settings_or_fail
@@ -46,7 +47,6 @@ from gpuyield.streams.archive import Archive
 from gpuyield.streams.kafka_client import kafka_python_kwargs
 from gpuyield.streams.topic_reader import read_topics
 from gpuyield.streams.topics import DECIDER_JOURNAL, DECISIONS, YIELD_COMMANDS
-from gpuyield.worker_command import recorded_bootstrap
 
 
 def read_record(messages: Iterable[tuple[str, int, int, bytes | None]], prefix: str) -> RunRecord:

@@ -20,9 +20,9 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import read_endpoints
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.live_view_store import read_agents, read_view
-from gpuyield.worker_command import read_endpoints
 
 STALE_AFTER_S = 30.0
 

@@ -23,6 +23,7 @@ from aiokafka.errors import KafkaError
 from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.service_io import configure_logging, settings_or_fail
@@ -33,7 +34,6 @@ from gpuyield.streams.kube_watch import KubeWatcher
 from gpuyield.streams.settings import Settings
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import KUBE_EVENTS, TopicCreationError, ensure_topics, registry
-from gpuyield.worker_command import recorded_bootstrap
 
 log = logging.getLogger(__name__)
 

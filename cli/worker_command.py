@@ -14,9 +14,8 @@ import contextlib
 import json
 import socket
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import kubernetes.client
 import typer
@@ -31,6 +30,7 @@ from gpuyield.agents.worker.fault_tasks import add_fault_tasks
 from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
+from gpuyield.endpoints import Endpoints, endpoints_path
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
 from gpuyield.streams.broker_state import start_on_broker
@@ -44,40 +44,6 @@ from gpuyield.streams.settings import Settings
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topics import TopicCreationError, changelogs, registry
 from gpuyield.streams.volcano_config import ConfigMapKey
-
-ENDPOINTS_FILE = "endpoints.json"
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    kafka_bootstrap: list[str]
-    redis_url: str
-    broker_alive: Callable[[], bool] | None = None
-    """Whether the embedded broker this process started still runs (None: not embedded)."""
-
-
-def endpoints_path(settings: Settings) -> Path:
-    return Path(settings.state_dir) / ENDPOINTS_FILE
-
-
-def read_endpoints(settings: Settings) -> Endpoints | None:
-    """What the settings say, completed from a running worker's embedded services."""
-    recorded: dict[str, Any] = {}
-    path = endpoints_path(settings)
-    if path.is_file():
-        with contextlib.suppress(OSError, ValueError):
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-    bootstrap = settings.kafka_bootstrap or recorded.get("kafka_bootstrap")
-    redis_url = settings.redis_url or recorded.get("redis_url")
-    if not bootstrap or not redis_url:
-        return None
-    return Endpoints(list(bootstrap), str(redis_url))
-
-
-def recorded_bootstrap(settings: Settings) -> list[str] | None:
-    """The Kafka to read: the settings', else a running worker's embedded broker."""
-    endpoints = read_endpoints(settings)
-    return settings.kafka_bootstrap or (endpoints.kafka_bootstrap if endpoints else None)
 
 
 @contextlib.contextmanager

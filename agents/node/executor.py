@@ -39,6 +39,18 @@ T = TypeVar("T")
 FOREVER = float("inf")
 
 
+class JobFeed(Protocol):
+    """Where the board's heartbeats come from: read per job, only while it is yielded."""
+
+    async def follow(self, job: str, since: float) -> None:
+        """Read ``job``'s heartbeats from before ``since``; return once caught up."""
+        ...
+
+    def unfollow(self, job: str) -> None:
+        """``job``'s heartbeats are no longer needed here."""
+        ...
+
+
 class AckSink(Protocol):
     async def publish(self, ack: YieldAck) -> None:
         """Put the ack on its topic and return once the broker has it."""
@@ -98,8 +110,10 @@ class YieldExecutor:
         settings: ExecutorSettings | None = None,
         clock: Clock = system_clock,
         sleep: Sleep = system_sleep,
+        feed: JobFeed | None = None,
     ) -> None:
         self._ledger = ledger
+        self._feed = feed
         self._signaller = signaller
         self._suspender = suspender
         self._gpus = gpus
@@ -145,6 +159,17 @@ class YieldExecutor:
     # --- yield -------------------------------------------------------------------------
 
     async def _yield(self, record: YieldRecord) -> YieldRecord:
+        """Phase 1 and 2 of a yield, with the job's heartbeats read meanwhile (``feed``)."""
+        if self._feed is None:
+            return await self._yield_followed(record)
+        job = record.command.job
+        await self._feed.follow(job, record.received_at)
+        try:
+            return await self._yield_followed(record)
+        finally:
+            self._feed.unfollow(job)
+
+    async def _yield_followed(self, record: YieldRecord) -> YieldRecord:
         command = record.command
         pods = pod_refs(command)
         if record.phase is Phase.RECEIVED:

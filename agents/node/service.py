@@ -4,14 +4,17 @@
 
 - a producer for acks and dead letters (``acks="all"``; no idempotent
   producer, which Tansu refuses; the acks are idempotent by command id);
-- the heartbeat feed (every partition, no group), caught up before anything else;
+- the heartbeat feed (no group): it reads the partition of a job only while
+  this node yields that job, and nothing while idle (see ``heartbeat_feed``);
 - the agent's in-flight yields from the ledger, taken up next;
-- then the command consumer: group ``gpuyield-node-<node>``, subscribed to the
-  whole topic. The topic is keyed by node, so only one partition carries this
-  node's commands; reading all of them costs little (commands are rare, a few
-  per decision) and keeps the agent independent of the producer's partitioner
-  and of the partition count. Offsets are committed by hand, after each batch
-  is durably recorded (see ``agent``); a fresh group starts at the earliest
+- then the command consumer: group ``gpuyield-node-<node>`` for its offsets,
+  with the one partition this node's key hashes to assigned by hand (the
+  topic is keyed by node; ``streams.partitioning`` applies the producers'
+  partitioner), so the broker sends each agent its own node's commands and
+  those of the few nodes sharing the partition, not the whole cluster's. The
+  partition count is read at start: after partitions are added to the topic,
+  restart the agents. Offsets are committed by hand, after each batch is
+  durably recorded (see ``agent``); a fresh group starts at the earliest
   offset, so commands sent before the agent's first start are not lost (the
   ledger and the staleness rule keep old ones from running twice or late).
 """
@@ -42,6 +45,7 @@ from gpuyield.agents.node.suspenders import JobSuspender
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import DeadLetter, YieldAck
 from gpuyield.streams.dead_letters import publish_dead_letter
+from gpuyield.streams.partitioning import partition_for
 from gpuyield.streams.topics import DEAD_LETTERS, HEARTBEATS, YIELD_ACKS, YIELD_COMMANDS
 
 log = logging.getLogger(__name__)
@@ -72,7 +76,7 @@ class NodeAgentConfig:
     producer_max_batch_size: int = 16384
     redis_prefix: str = "gpuyield"
     record_ttl_s: int = WEEK_S
-    heartbeat_lookback_s: float = 600.0  # read heartbeats from this long before the oldest yield
+    heartbeat_lookback_s: float = 600.0  # read a job's heartbeats from this long before its yield
     catch_up_timeout_s: float = 30.0
     executor: ExecutorSettings = field(default_factory=ExecutorSettings)
     group_prefix: str = ""  # the topic prefix: deployments sharing one Kafka get their own groups
@@ -120,7 +124,13 @@ async def run_node_agent(
     )
     await producer.start()
     board = ProgressBoard()
-    feed = HeartbeatFeed(board, topic=topics.heartbeats, kafka=config.kafka)
+    feed = HeartbeatFeed(
+        board,
+        topic=topics.heartbeats,
+        kafka=config.kafka,
+        lookback_s=config.heartbeat_lookback_s,
+        catch_up_timeout_s=config.catch_up_timeout_s,
+    )
     feed_task: asyncio.Task[None] | None = None
     consumer: AIOKafkaConsumer | None = None
     ledger = (
@@ -146,6 +156,7 @@ async def run_node_agent(
         settings=config.executor,
         clock=clock,
         sleep=sleep,
+        feed=feed,
     )
     agent = NodeAgent(
         config.node,
@@ -156,23 +167,15 @@ async def run_node_agent(
         sleep=sleep,
     )
     try:
-        in_flight = await ledger.in_flight()
-        oldest = min([r.received_at for r in in_flight], default=clock())
-        partitions = await producer.partitions_for(topics.heartbeats)
-        await feed.start(partitions, oldest - config.heartbeat_lookback_s)
+        await feed.start(await producer.partitions_for(topics.heartbeats))
         feed_task = asyncio.create_task(feed.run(), name="gpuyield-heartbeat-feed")
-        caught_up = asyncio.wait_for(feed.caught_up.wait(), config.catch_up_timeout_s)
-        try:
-            if not await _unless_stopped(caught_up, stop):
-                return agent
-        except TimeoutError:
-            log.warning(
-                "heartbeats not caught up after %.0f s; going on", config.catch_up_timeout_s
-            )
-        await agent.recover()
+        await agent.recover()  # each recovered yield follows its job's heartbeats itself
+        mine = TopicPartition(
+            topics.commands,
+            partition_for(config.node.encode(), await producer.partitions_for(topics.commands)),
+        )
         session_ms = int(config.session_timeout_s * 1000)
         consumer = AIOKafkaConsumer(
-            topics.commands,
             **config.kafka,
             group_id=config.group_id,
             enable_auto_commit=False,
@@ -180,11 +183,18 @@ async def run_node_agent(
             session_timeout_ms=session_ms,
             heartbeat_interval_ms=max(100, session_ms // 3),
         )
-        # Joining the group can take a while (a dead predecessor's session must expire
-        # first); recovered yields run meanwhile, and a stop is honoured at once.
+        # No group join (the partition is assigned by hand): the group only keeps offsets.
+        # Recovered yields run meanwhile, and a stop is honoured at once.
         if not await _unless_stopped(consumer.start(), stop):
             return agent
-        log.info("node agent for %s ready (group %s)", config.node, config.group_id)
+        consumer.assign([mine])
+        log.info(
+            "node agent for %s ready (group %s, partition %d of %s)",
+            config.node,
+            config.group_id,
+            mine.partition,
+            topics.commands,
+        )
         if ready is not None:
             ready.set()
         await _consume(consumer, agent, stop, sleep)

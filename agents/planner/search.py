@@ -95,8 +95,18 @@ class _SizeTable:
 
     ready: tuple[int, ...]  # nodes (index) that host such a pod as they are
     bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
+    bounds_unprotected: tuple[tuple[int, float, int], ...]  # the same with protected 0, sorted
     free_slots: int  # such pods that fit as the nodes are
     extra: tuple[tuple[float, str], ...]  # (lost bound of one more slot, node), sorted
+
+
+@dataclass(slots=True)
+class _FloorOrder:
+    """One pod size's nodes by ``_floor_of``, refined as far as some call needed them."""
+
+    weak: tuple[tuple[int, float, int], ...]  # (protected, cheap bound, node), sorted
+    refined: list[tuple[int, float, int]] = field(default_factory=list)  # the tight bounds
+    next_weak: int = 0  # weak[:next_weak] are in refined
 
 
 @dataclass(slots=True)
@@ -168,6 +178,11 @@ class Search:
             node: tuple(sorted({g.candidate for g in gs})) for node, gs in self.groups.items()
         }
         self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
+        self.floor_cache: dict[tuple[str, int], float] = {}
+        self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
+        self.candidate_nodes = {
+            i: frozenset(pod.node for pod in session.candidates[i].pods) for i in self.eligible
+        }
         # Per node: (0 if any candidate pod there is unprotected else 1, lowest loss rate).
         self.node_bound = {
             node: (
@@ -200,7 +215,13 @@ class Search:
                     bounds.append((protected, (gpus - free) * rate, node_i))
                 more = s.node_gpus[node] // gpus - free // gpus
                 extra.extend([((gpus - free % gpus) * rate, node)] * more)
-        return _SizeTable(tuple(ready), tuple(sorted(bounds)), slots, tuple(sorted(extra)))
+        return _SizeTable(
+            tuple(ready),
+            tuple(sorted(bounds)),
+            tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
+            slots,
+            tuple(sorted(extra)),
+        )
 
     # -- driving -------------------------------------------------------------
 
@@ -340,11 +361,7 @@ class Search:
             for node_i in table.ready
             if node_i >= first and names[node_i] not in changed
         ]
-        bounds = [
-            b if count_protected else (0, b[1], b[2])
-            for b in table.bounds
-            if b[2] >= first and names[b[2]] not in changed
-        ]
+        bounds: list[tuple[int, float, int, bool]] = []
         for node, free in changed.items():
             node_i = self.node_index[node]
             if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
@@ -353,7 +370,8 @@ class Search:
                 fits.append((node_i, free))
             elif node in self.node_bound:
                 protected, rate = self.node_bound[node]
-                bounds.append((protected if count_protected else 0, (gpus - free) * rate, node_i))
+                lacking = (gpus - free) * rate
+                bounds.append((protected if count_protected else 0, lacking, node_i, False))
         fits.sort()
         for node_i, free in fits:
             node = names[node_i]
@@ -372,13 +390,16 @@ class Search:
                 yield child, names[node_i], node_i
             return
         heapq.heapify(ready)
-        bounds.sort()
-        for protected, lost, node_i in bounds:
+        heapq.heapify(bounds)
+        nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds)
+        for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
                 _, _, _, at, child = heapq.heappop(ready)
                 yield child, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
+            if tight and self._beyond_best(state, protected, lost, 1):
+                continue  # every way to make room here loses to the best plan
             node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
@@ -394,6 +415,117 @@ class Search:
         while ready:
             _, _, _, at, child = heapq.heappop(ready)
             yield child, names[at], at
+
+    def _nodes_by_floor(
+        self,
+        state: State,
+        gpus: int,
+        first: int,
+        count_protected: bool,
+        final: list[tuple[int, float, int, bool]],
+    ) -> Iterator[tuple[int, float, int, bool]]:
+        """Nodes to free room on, by their best known lower bound: (protected, lost, node, tight).
+
+        ``final`` holds the bounds of the nodes this branch changed. A node
+        that hosts a victim's pods keeps the cheap bound (GPUs lacking times
+        the lowest loss rate) as well; every other node is ordered by the
+        tighter ``_floor_of``, which depends on the snapshot alone.
+        That order is built lazily and shared by every call of the search
+        (``_FloorOrder``): a call reads it only up to the first node that
+        cannot beat the best plan, and nodes whose cheap bound lies beyond
+        that are never refined.
+        """
+        s, names = self.s, self.s.node_names
+        changed = state.free
+        touched: set[str] = set()
+        for c in state.evicted:
+            touched.update(self.candidate_nodes[c])
+        for node in touched:
+            node_i = self.node_index[node]
+            free = s.node_free[node]
+            if (
+                node in changed
+                or node_i < first
+                or free >= gpus
+                or not can_host(s, node, gpus)
+                or node not in self.node_bound
+            ):
+                continue
+            protected, rate = self.node_bound[node]
+            final.append((protected if count_protected else 0, (gpus - free) * rate, node_i, False))
+        heapq.heapify(final)
+        order = self.floor_orders.get((gpus, count_protected))
+        if order is None:
+            table = self.tables[gpus]
+            order = _FloorOrder(table.bounds if count_protected else table.bounds_unprotected)
+            self.floor_orders[(gpus, count_protected)] = order
+        weak, refined = order.weak, order.refined
+        r = 0
+        while True:
+            if order.next_weak < len(weak) and (
+                r == len(refined) or weak[order.next_weak] < refined[r]
+            ):
+                protected, lost, node_i = weak[order.next_weak]
+                order.next_weak += 1
+                node = names[node_i]
+                floor = self._floor_of(node, gpus - s.node_free[node])
+                if floor < math.inf:  # else its jobs cannot make the room: never a choice
+                    # Lands at r or later: everything before r was at most this weak bound.
+                    bisect.insort(refined, (protected, max(lost, floor), node_i))
+                continue
+            if final and (r == len(refined) or final[0][:3] < refined[r]):
+                yield heapq.heappop(final)
+                continue
+            if r == len(refined):
+                return
+            protected, lost, node_i = refined[r]
+            r += 1
+            node = names[node_i]
+            if node_i >= first and node not in changed and node not in touched:
+                yield protected, lost, node_i, True
+
+    def _floor_of(self, node: str, need: int) -> float:
+        """The least lost work of freeing ``need`` GPUs on ``node`` while its jobs are untouched.
+
+        Valid while no job with pods on ``node`` is a victim yet (each one
+        taken is then a new victim, and nothing of it is already paid for).
+        Per job on the node: up to its surplus pods there go at their GPUs'
+        loss rate; more than that breaks the gang and costs the whole job. A
+        small knapsack over the node's jobs, with any amount up to the surplus
+        allowed (a relaxation), gives a lower bound on every eviction set that
+        ``_room`` could return, gang closure included; it depends on the
+        snapshot alone, so it is computed once per node and need.
+        """
+        key = (node, need)
+        found = self.floor_cache.get(key)
+        if found is None:
+            found = self._floor(node, need)
+            self.floor_cache[key] = found
+        return found
+
+    def _floor(self, node: str, need: int) -> float:
+        best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
+        on_node: dict[int, list[int]] = {}
+        for g in self.groups.get(node, ()):
+            on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+        for c, sizes in on_node.items():
+            cand = self.s.candidates[c]
+            sizes.sort(reverse=True)
+            surplus = len(cand.pods) - cand.min_running  # pods that may go one by one
+            if surplus >= len(sizes) or len(sizes) == len(cand.pods):
+                alone = sum(sizes)  # every pod here may go without breaking the gang
+            else:
+                alone = sum(sizes[: max(0, surplus)])
+            options = [(f, f * cand.lost_per_gpu_s) for f in range(1, alone + 1)]
+            options.append((sum(sizes), cand.gpus * cand.lost_per_gpu_s))  # the whole job
+            nxt = list(best)
+            for x in range(1, need + 1):
+                for freed, cost in options:
+                    before = best[max(0, x - freed)]
+                    if before + cost < nxt[x]:
+                        nxt[x] = before + cost
+            best = nxt
+        return best[need]
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.

@@ -11,11 +11,13 @@ criterion alone decides: were it dropped or demoted, the other plan would win.
 
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from builders import HOUR, NOW, JobBuilder, a_job, a_node, a_policy, a_queue, a_snapshot
 
 from gpuyield.agents.planner import plan
@@ -405,6 +407,19 @@ def test_the_same_snapshot_gives_the_same_plan_bytes_every_time() -> None:
     first = plan(snapshot).model_dump_json()
     assert plan(snapshot).model_dump_json() == first
     assert plan(Snapshot.model_validate_json(snapshot.model_dump_json())).model_dump_json() == first
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["gc-on", "gc-off"])
+def test_planning_leaves_garbage_collection_as_it_found_it(enabled: bool) -> None:
+    """The planner pauses the cyclic collector for the call (speed), and only for the call."""
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled else gc.disable()
+        first = plan(busy_cluster()).model_dump_json()
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable() if was else gc.disable()
+    assert plan(busy_cluster()).model_dump_json() == first
 
 
 def test_the_plan_bytes_do_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
