@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 
-from gpuyield.schemas import Policy, Queue
+from gpuyield.schemas import Policy
 from gpuyield.schemas.config import ControllerConfig
 from gpuyield.schemas.scenario import DEFAULT_QUEUES, Scenario, WorkloadMix
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
@@ -274,28 +274,15 @@ def overload_scenario() -> Scenario:
     ../shared/traces/philly/philly_jobs.csv --trace-start 28 --queue-map
     OVERLOAD_QUEUE_MAP``.
     """
-    queues = (
-        Queue(
-            name="production-core",
-            weight=80,
-            guarantee=GpuAmount(gpu=160),
-            capability=GpuLimit(gpu=160),
-            reclaimable=False,
-        ),
-        Queue(
-            name="research-elastic",
-            weight=20,
-            guarantee=GpuAmount(gpu=16),
-            capability=GpuLimit(gpu=128),
-            reclaimable=True,
-        ),
-        Queue(
-            name="shared",
-            weight=40,
-            guarantee=GpuAmount(gpu=64),
-            capability=GpuLimit(gpu=256),
-            reclaimable=True,
-        ),
+    scaled = {"production-core": (160, 160), "research-elastic": (16, 128), "shared": (64, 256)}
+    queues = tuple(
+        q.model_copy(
+            update={
+                "guarantee": GpuAmount(gpu=scaled[q.name][0]),
+                "capability": GpuLimit(gpu=scaled[q.name][1]),
+            }
+        )
+        for q in DEFAULT_QUEUES
     )
     return default_scenario().model_copy(update={"nodes": OVERLOAD_NODES, "queues": queues})
 

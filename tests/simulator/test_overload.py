@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import random
+from pathlib import Path
+
+import pytest
 from test_engine import HOUR, production, research_gang, two_queue_cluster
 
-from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
+from gpuyield.agents.simulator import POLICIES, Simulation, gpuyield_policy, run_policy
+from gpuyield.agents.simulator.defaults import (
+    default_scenario,
+    overload_scenario,
+    render_overload_scenario,
+)
+from gpuyield.agents.simulator.jobs import JobKind, JobSpec
 from gpuyield.agents.simulator.targets import check_targets
+from gpuyield.agents.simulator.workload import generate
 from gpuyield.schemas import Policy
 from gpuyield.schemas.simulation import PolicyMetrics
 
@@ -128,3 +139,62 @@ def test_before_its_share_of_the_budget_the_cooldown_holds() -> None:
     # first, and the fine-tune waits for it.
     started = first_start_of_the_fine_tune(1.0)
     assert started >= 4 * HOUR
+
+
+# -- the shipped overloaded scenario and what makes a backlog cheap -------------------------
+
+OVERLOAD_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scenario-overload.json"
+
+
+def test_the_overload_example_file_is_the_overload_scenario_dumped() -> None:
+    assert OVERLOAD_EXAMPLE.read_text() == render_overload_scenario(), (
+        "regenerate examples/scenario-overload.json (see agents/simulator/defaults.py)"
+    )
+
+
+def test_the_overload_scenarios_guarantees_fit_its_pool() -> None:
+    scenario = overload_scenario()
+    pool = scenario.nodes * scenario.gpus_per_node
+    assert sum(q.guarantee.gpu for q in scenario.queues) <= pool
+    assert all((q.capability.gpu or 0) <= pool for q in scenario.queues)
+
+
+def test_skipping_the_planner_where_no_victim_is_possible_changes_no_figure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scenario = default_scenario().model_copy(update={"days": 0.5, "nodes": 8})
+    jobs = generate(scenario, random.Random(scenario.seed))
+    fast = run_policy(scenario, jobs, "gpuyield").model_dump_json()
+    monkeypatch.setattr(gpuyield_policy, "no_victim_possible", lambda sim, job: False)
+    assert run_policy(scenario, jobs, "gpuyield").model_dump_json() == fast
+
+
+def test_a_demand_held_back_spends_none_of_the_cycles_attempts() -> None:
+    """Twenty gangs larger than the cluster outrank a production fine-tune in Volcano's
+    order; no plan can place them, so after their first rounds they back off. Held back,
+    they must not use up the cycle's twelve attempts: the fine-tune behind them still gets
+    its round, and reclaims the research gang's GPUs within minutes."""
+    scenario = two_queue_cluster(nodes=2, days=0.5)
+    holder = research_gang("holder", restart_job=False, pods=2, submit_s=0.0)
+    backlog = [
+        JobSpec(
+            name=f"big-{i:02d}",
+            queue="research",
+            kind=JobKind.RESEARCH,
+            submit_s=60.0,
+            pods=3,
+            gpus_per_pod=8,
+            min_available=3,
+            duration_s=HOUR,
+            checkpoint_interval_s=HOUR,
+            priority=2000,
+            restart_job=False,
+        )
+        for i in range(20)
+    ]
+    fine_tune = production("ft", submit_s=3 * HOUR)
+    sim = Simulation(scenario, [holder, *backlog, fine_tune], POLICIES["gpuyield"](scenario))
+    sim.run()
+    started = sim.jobs["ft"].first_started_at
+    assert started is not None
+    assert started - 3 * HOUR <= 5 * 60
