@@ -125,10 +125,10 @@ class ControllerConfig(BaseModel):
     any decided or settled round starts it afresh); equal to demand_retry_s:
     never grows."""
 
-    sla_risk_retry_s: Annotated[float, Field(ge=0)] = 10.0
-    """A demand whose SLA is at risk (waited ``policy.sla_risk_share`` of its budget)
-    skips the retry cooldown and the backoff: it is planned again this long after
-    its last round, while a round of it is not in flight."""
+    sla_retry_s: Annotated[float, Field(ge=0)] = 10.0
+    """A demand with an SLA (gpuyield.io/sla-seconds) skips the retry cooldown and the
+    backoff: it is planned again this long after its last round, while a round of it
+    is not in flight."""
 
     ack_slack_s: Annotated[float, Field(ge=0)] = 30.0
     """A yield not acknowledged this long after its deadline raises an alert and

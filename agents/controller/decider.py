@@ -226,7 +226,7 @@ class _Step:
             return DemandLedger(
                 cooldown_s=config.demand_retry_s,
                 backoff_max_s=config.demand_backoff_max_s,
-                at_risk_retry_s=config.sla_risk_retry_s,
+                sla_retry_s=config.sla_retry_s,
             )
         flights = {}
         if raw.decided_at is not None:
@@ -241,7 +241,7 @@ class _Step:
             in_flight=flights,
             last_round={job: raw.last_round} if raw.last_round is not None else {},
             failures={job: raw.failures} if raw.failures else {},
-            at_risk_retry_s=config.sla_risk_retry_s,
+            sla_retry_s=config.sla_retry_s,
         )
 
     def save_ledger(self, job: str, ledger: DemandLedger) -> None:
@@ -830,10 +830,11 @@ def _decide(s: _Step) -> None:
 def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
     """How long ``demand`` may wait between rounds (``DemandLedger``).
 
-    A demand with an SLA is never backed off; one that waited past its share
-    of its SLA budget (``planner.urgency``) is not cooled down either, and the
-    incident raises one alert. The planner reads the same risk from the
-    snapshot and lets cooldowns, eviction limits and W_eff protection give way.
+    A demand with an SLA is retried every ``sla_retry_s`` and never backed off;
+    once it has waited its share of its SLA budget (``planner.urgency``) the
+    incident raises one alert. The planner reads the same from the snapshot
+    and lets cooldowns and eviction limits, and at risk W_eff protection,
+    give way.
     """
     if demand.submitted_at is None or demand.sla_deadline is None:
         return Urgency.NONE
@@ -845,8 +846,8 @@ def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
     s.alert(
         derive_id("sla-at-risk", demand.name, str(demand.submitted_at)),
         AlertKind.SLA_AT_RISK,
-        f"{demand.name} is still waiting: {risk.describe()}; cooldowns, eviction limits "
-        "and W_eff protection now give way to it",
+        f"{demand.name} is still waiting: {risk.describe()}; W_eff protection now gives "
+        "way to it too (cooldowns and eviction limits already did)",
         job=demand.name,
         details={
             "waited_s": round(risk.waited_s, 3),
@@ -854,7 +855,7 @@ def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
             "sla_deadline": demand.sla_deadline,
         },
     )
-    return Urgency.AT_RISK
+    return Urgency.SLA
 
 
 # -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --

@@ -121,6 +121,8 @@ def _plan(
             f"; {session.sla_risk.describe()}: cooldowns, eviction limits and W_eff "
             "protection give way"
         )
+    elif session.sla_claim:
+        header += "; it has an SLA: cooldowns and eviction limits give way (victims taken last)"
     if not session.to_place:
         return Plan(
             preemptor=job.name,

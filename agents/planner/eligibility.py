@@ -4,10 +4,11 @@ Each rule is pure and judges one candidate against the session's preemptor.
 A candidate is eligible when no rule refuses it; it is *protected* when a rule
 allows it only as a last resort (rule 3), which the objective then avoids.
 
-A preemptor whose SLA is at risk (``urgency``) overrides three of them: a
+A waiting preemptor with an SLA (``urgency``) overrides two of them: a
 candidate in its cooldown or at its eviction limit is allowed but protected
-(taken only when no plan without it exists), and W_eff protection across
-queues is lifted. Each such verdict says so, so the decision records why.
+(taken only when no plan without it exists); once its SLA is at risk, W_eff
+protection across queues is lifted too. Each such verdict says so, so the
+decision records why.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ class InCooldown:
         if started is None:
             return Verdict(True, "never started: no cooldown")
         age = max(0.0, session.now - started)  # clock skew counts as no time (0001 §2)
-        if age < cooldown and session.sla_risk is not None:
+        if age < cooldown and session.sla_claim:
             return Verdict(
                 True,
-                "in cooldown (started {:.0f} s ago, cooldown {:.0f} s), overridden: {}",
-                (age, cooldown, session.sla_risk.describe()),
+                "in cooldown (started {:.0f} s ago, cooldown {:.0f} s), overridden: the "
+                "preemptor has an SLA; taken only if no plan without it exists",
+                (age, cooldown),
                 protected=True,
             )
         if age < cooldown:
@@ -61,11 +63,12 @@ class AtEvictionLimit:
         policy = session.snapshot.policy
         window = policy.eviction_window_s
         recent = sum(1 for e in candidate.job.evictions if 0 <= session.now - e <= window)
-        if recent >= policy.max_evictions and session.sla_risk is not None:
+        if recent >= policy.max_evictions and session.sla_claim:
             return Verdict(
                 True,
-                "at its eviction limit ({} in the last {:.0f} s, limit {}), overridden: {}",
-                (recent, window, policy.max_evictions, session.sla_risk.describe()),
+                "at its eviction limit ({} in the last {:.0f} s, limit {}), overridden: the "
+                "preemptor has an SLA; taken only if no plan without it exists",
+                (recent, window, policy.max_evictions),
                 protected=True,
             )
         if recent >= policy.max_evictions:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gpuyield.agents.planner.hierarchy import QueueTree
-from gpuyield.agents.planner.urgency import SlaRisk, sla_risk
+from gpuyield.agents.planner.urgency import SlaRisk, has_claim, sla_risk
 from gpuyield.agents.planner.weights import (
     effective_weight,
     lost_seconds_per_gpu,
@@ -81,9 +81,11 @@ class PlanningSession:
     candidates: tuple[CandidateFacts, ...]  # sorted by job name
     memo: dict[str, object] = field(default_factory=dict, compare=False)
     """Answers rules may share within this session (e.g. per-queue verdicts)."""
+    sla_claim: bool = False
+    """The preemptor waits with an SLA (``urgency``): cooldowns and eviction limits give
+    way to it, as protected victims."""
     sla_risk: SlaRisk | None = None
-    """The preemptor waited past its share of its SLA budget (``urgency``): cooldowns,
-    eviction limits and W_eff protection give way to it."""
+    """It waited past its share of its SLA budget (``urgency``): W_eff protection gives way."""
 
     @property
     def now(self) -> float:
@@ -162,6 +164,7 @@ class PlanningSession:
             candidates=tuple(candidates),
             free_counts={f: len(ns) for f, ns in buckets.items()},
             free_buckets={f: tuple(ns) for f, ns in buckets.items()},
+            sla_claim=job is not None and has_claim(job),
             sla_risk=sla_risk(job, now, policy) if job is not None else None,
         )
 

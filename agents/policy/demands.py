@@ -14,14 +14,13 @@ backlog of jobs that no eviction may serve (above their queue's guarantee,
 nothing lighter to preempt) otherwise costs one planner call per job per
 cooldown, for as long as the backlog lasts.
 
-A demand with an SLA is never backed off beyond the cooldown: production
-jobs are few (their queue's capability bounds them), and every round one
-of them skips is budget it does not have. One whose SLA is at risk
-(``planner.urgency``) is not even cooled down: it may be planned again
-``at_risk_retry_s`` after its last round (the next scheduling cycle in the
-simulator). A round still in flight holds it back all
-the same: planning again while its victims' pods leave would evict twice for
-one shortage.
+A demand with an SLA (``planner.urgency``) is neither cooled down nor
+backed off: it may be planned again ``sla_retry_s`` after its last round
+(the next scheduling cycle in the simulator). Production jobs are few (their
+queue's capability bounds them), and every round one of them skips is
+budget it does not have; stock Volcano tries every starving job each cycle.
+A round still in flight holds it back all the same: planning again while its
+victims' pods leave would evict twice for one shortage.
 """
 
 from __future__ import annotations
@@ -35,8 +34,7 @@ class Urgency(Enum):
     """How long a demand may wait between rounds."""
 
     NONE = "none"  # cooldown, then the backoff
-    SLA = "sla"  # it has an SLA: the cooldown, never the backoff
-    AT_RISK = "at-risk"  # past its share of the SLA budget: at_risk_retry_s
+    SLA = "sla"  # it has an SLA: retried every sla_retry_s, never backed off
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +51,7 @@ class DemandLedger:
     last_round: Mapping[str, float] = field(default_factory=dict)
     backoff_max_s: float | None = None  # None: the cooldown never grows
     failures: Mapping[str, int] = field(default_factory=dict)  # failed rounds in a row
-    at_risk_retry_s: float = 0.0  # the retry delay of a demand whose SLA is at risk
+    sla_retry_s: float = 0.0  # the retry delay of a demand with an SLA
 
     def may_plan(self, preemptor: str, now: float, *, urgency: Urgency = Urgency.NONE) -> bool:
         flight = self.in_flight.get(preemptor)
@@ -64,10 +62,10 @@ class DemandLedger:
 
     def retry_after(self, preemptor: str, *, urgency: Urgency = Urgency.NONE) -> float:
         """Seconds after its last round before ``preemptor`` may be planned for again."""
-        if urgency is Urgency.AT_RISK:
-            return min(self.cooldown_s, self.at_risk_retry_s)
+        if urgency is Urgency.SLA:
+            return min(self.cooldown_s, self.sla_retry_s)
         failed = self.failures.get(preemptor, 0)
-        if urgency is Urgency.SLA or self.backoff_max_s is None or failed <= 1:
+        if self.backoff_max_s is None or failed <= 1:
             return self.cooldown_s
         return min(self.backoff_max_s, self.cooldown_s * 2.0 ** (failed - 1))
 

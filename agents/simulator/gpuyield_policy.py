@@ -13,13 +13,11 @@ and resume from that checkpoint when they fit again.
 from __future__ import annotations
 
 from gpuyield.agents.planner import plan
-from gpuyield.agents.planner.urgency import budget_risk
 from gpuyield.agents.policy.demands import DemandLedger, Urgency
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import Decision, Simulation
 from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_for
 from gpuyield.agents.simulator.state import Phase, SimJob
-from gpuyield.schemas import Policy
 from gpuyield.schemas.config import ControllerConfig
 
 PLANNER_BUDGET = DEFAULT_CONTROLLER.planner_budget
@@ -44,15 +42,13 @@ class GpuyieldPolicy:
         self.ledger = DemandLedger(
             cooldown_s=config.demand_retry_s,
             backoff_max_s=config.demand_backoff_max_s,
-            at_risk_retry_s=config.sla_risk_retry_s,
+            sla_retry_s=config.sla_retry_s,
         )
         self.decisions = 0
 
     def may_decide(self, sim: Simulation, job: SimJob) -> bool:
         """Not while the demand ledger holds ``job`` back (cooldown, backoff, round in flight)."""
-        return self.ledger.may_plan(
-            job.name, sim.now, urgency=urgency(job, sim.now, sim.scenario.policy)
-        )
+        return self.ledger.may_plan(job.name, sim.now, urgency=urgency(job))
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if not self.may_decide(sim, job):
@@ -86,18 +82,10 @@ class GpuyieldPolicy:
         )
 
 
-def urgency(job: SimJob, now: float, policy: Policy) -> Urgency:
-    """``planner.urgency``'s rule on a simulated job, without building its snapshot.
-
-    The snapshot's times are the simulator's shifted by one epoch, so the
-    planner reaches the same answer; the ledger needs it first, so that a
-    demand with an SLA is never backed off and one at risk is not cooled down.
-    """
-    if job.spec.sla_s is None:
-        return Urgency.NONE
-    deadline = job.spec.submit_s + job.spec.sla_s
-    risk = budget_risk(job.spec.submit_s, deadline, now, policy.sla_risk_share)
-    return Urgency.SLA if risk is None else Urgency.AT_RISK
+def urgency(job: SimJob) -> Urgency:
+    """A job with an SLA (its snapshot has an ``sla_deadline``) is retried every cycle and
+    never backed off (``DemandLedger``); the planner reads the same from the snapshot."""
+    return Urgency.NONE if job.spec.sla_s is None else Urgency.SLA
 
 
 def no_victim_possible(sim: Simulation, job: SimJob) -> bool:

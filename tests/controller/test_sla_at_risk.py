@@ -1,9 +1,9 @@
-"""The live decider gives way to a production job whose SLA is at risk (issue 10).
+"""The live decider gives way to a production job with an SLA (issue 10).
 
 A Volcano Job annotated ``gpuyield.io/sla-seconds`` has a budget from its
-creation; once it has waited ``sla_risk_share`` of it, the research jobs in
-their cooldown may yield for it, the demand skips its retry backoff, and one
-``sla-at-risk`` alert says so.
+creation: research jobs in their cooldown may yield for it (last), its demand
+skips the retry backoff, and once it has waited ``sla_risk_share`` of its
+budget one ``sla-at-risk`` alert says so.
 """
 
 from __future__ import annotations
@@ -54,14 +54,16 @@ def test_without_an_sla_the_cooldown_spares_every_victim() -> None:
     assert c.decisions == []
 
 
-def test_before_its_share_of_the_budget_the_cooldown_still_holds() -> None:
+def test_a_job_with_an_sla_gets_its_victims_despite_their_cooldown_without_an_alert() -> None:
     c = pool()
-    fine_tune_with_sla(c, str(100 * HOUR))  # 6 h waited of 100 h: 6 % < 10 %
-    assert c.decisions == []
+    fine_tune_with_sla(c, str(100 * HOUR))  # 6 h waited of 100 h: 6 % < 10 %, not at risk
+    (decision,) = c.decisions
+    assert [v.job for v in decision.plan.victims] == ["research/sweep-0"]
+    assert "it has an SLA: cooldowns and eviction limits give way" in decision.plan.explanation[0]
     assert [a for a in c.alerts if a.kind is AlertKind.SLA_AT_RISK] == []
 
 
-def test_a_job_at_risk_gets_its_victims_despite_their_cooldown() -> None:
+def test_a_job_at_risk_gets_its_victims_and_says_why() -> None:
     c = pool()
     fine_tune_with_sla(c, str(10 * HOUR))  # 6 h waited of 10 h: 60 %
     (decision,) = c.decisions
@@ -82,11 +84,11 @@ def test_the_incident_raises_one_alert_naming_the_budget() -> None:
     assert alert.details["budget_s"] == 10 * HOUR
 
 
-def test_a_job_at_risk_skips_the_retry_backoff() -> None:
+def test_a_job_with_an_sla_skips_the_retry_backoff() -> None:
     # Five 8-GPU pods on 32 GPUs: no plan, whatever is evicted, so rounds keep failing. A
-    # demand not at risk backs off (60 s, 120 s, ...); one at risk is planned every 10 s.
+    # demand without an SLA backs off (60 s, 120 s, ...); one with an SLA is planned every 10 s.
     config = LONG_COOLDOWN.model_copy(
-        update={"demand_retry_s": 60.0, "demand_backoff_max_s": 3600.0, "sla_risk_retry_s": 10.0}
+        update={"demand_retry_s": 60.0, "demand_backoff_max_s": 3600.0, "sla_retry_s": 10.0}
     )
     rounds = {}
     for sla in (None, str(10 * HOUR)):

@@ -1,12 +1,12 @@
-"""Production's claim: a preemptor whose SLA is at risk overrides cooldowns, limits, protection.
+"""Production's claim: what gives way to a waiting preemptor with an SLA, and when at risk.
 
-gpuyield's reading (README, "SLA at risk"; ``agents/planner/urgency.py``):
-once a waiting job with an SLA has waited ``sla_risk_share`` of its budget
-(``sla_deadline - submitted_at``), a candidate in its cooldown or at its
-eviction limit becomes eligible but protected (taken only when no plan
-without it exists), and W_eff protection across queues is lifted. Nothing
-else gives way. Each test builds the smallest cluster where the override
-alone decides.
+gpuyield's reading (README, "SLA at risk"; ``agents/planner/urgency.py``): a
+waiting job with an SLA (``sla_deadline``) may take a candidate in its
+cooldown or at its eviction limit, as a protected victim (taken only when no
+plan without one exists); once it has waited ``sla_risk_share`` of its
+budget (``sla_deadline - submitted_at``), W_eff protection across queues is
+lifted too. Nothing else gives way. Each test builds the smallest cluster
+where the override alone decides.
 """
 
 from __future__ import annotations
@@ -62,37 +62,46 @@ def in_cooldown() -> JobBuilder:
     return research().running(pods=[("n1", 8)], started_at=NOW - 60, checkpointed_at=NOW - 30)
 
 
-def test_a_job_in_its_cooldown_is_spared_while_the_sla_is_not_at_risk() -> None:
+def test_a_preemptor_with_an_sla_overrides_the_cooldown_before_it_is_at_risk() -> None:
     result = plan(one_node_held_by(in_cooldown(), NOT_YET))
-    assert not result.feasible
-    assert victims(result) == []
-
-
-def test_a_preemptor_at_risk_overrides_the_cooldown() -> None:
-    result = plan(one_node_held_by(in_cooldown(), AT_RISK))
     assert victims(result) == ["victim"]
+    assert result.objective is not None
+    assert result.objective.protected_victims == 1
 
 
-def test_a_preemptor_at_risk_overrides_the_eviction_limit() -> None:
+def test_a_preemptor_with_an_sla_overrides_the_eviction_limit() -> None:
     limited = (
         research()
         .running(pods=[("n1", 8)], started_at=NOW - 2 * HOUR, checkpointed_at=NOW - 60)
         .evicted_at(NOW - 5 * HOUR, NOW - 4 * HOUR, NOW - 3 * HOUR)
     )
-    assert victims(plan(one_node_held_by(limited, NOT_YET))) == []
-    assert victims(plan(one_node_held_by(limited, AT_RISK))) == ["victim"]
+    assert victims(plan(one_node_held_by(limited, None))) == []
+    assert victims(plan(one_node_held_by(limited, NOT_YET))) == ["victim"]
 
 
-def test_a_job_without_an_sla_is_never_at_risk() -> None:
+def test_a_preemptor_without_an_sla_never_overrides_the_cooldown() -> None:
     result = plan(one_node_held_by(in_cooldown(), None))
+    assert not result.feasible
     assert victims(result) == []
 
 
+def finishing() -> JobBuilder:
+    """A near-finished research job: W_eff 100 + 150 ln(101) + 800 x 0.99^2 > 1000."""
+    return (
+        research()
+        .running(pods=[("n1", 8)], started_at=NOW - 100 * HOUR, checkpointed_at=NOW - 60)
+        .progress(0.99)
+    )
+
+
 def test_the_share_of_the_budget_is_a_policy_knob() -> None:
-    # 7.5 % of the budget waited: at risk once the share is 5 %.
-    assert victims(plan(one_node_held_by(in_cooldown(), NOT_YET, sla_risk_share=0.05))) == [
-        "victim"
-    ]
+    # 7.5 % of the budget waited: at risk, so unprotected, once the share is 5 %.
+    calm = plan(one_node_held_by(finishing(), NOT_YET))
+    urgent = plan(one_node_held_by(finishing(), NOT_YET, sla_risk_share=0.05))
+    assert calm.objective is not None
+    assert calm.objective.protected_victims == 1
+    assert urgent.objective is not None
+    assert urgent.objective.protected_victims == 0
 
 
 def test_overridden_victims_go_last_even_at_a_higher_loss() -> None:
@@ -113,15 +122,10 @@ def test_overridden_victims_go_last_even_at_a_higher_loss() -> None:
 
 
 def test_a_preemptor_at_risk_lifts_w_eff_protection() -> None:
-    """A near-finished research job (W_eff 100 + 800 x 0.99^2 + ... > 1000) is protected,
-    but the other protected-only plan is the same: at risk, it is no longer protected."""
-    finishing = (
-        research()
-        .running(pods=[("n1", 8)], started_at=NOW - 100 * HOUR, checkpointed_at=NOW - 60)
-        .progress(0.99)
-    )
-    calm = plan(one_node_held_by(finishing, NOT_YET))
-    urgent = plan(one_node_held_by(finishing, AT_RISK))
+    """The near-finished job is protected (the only plan takes it all the same); at risk,
+    it is no longer protected."""
+    calm = plan(one_node_held_by(finishing(), NOT_YET))
+    urgent = plan(one_node_held_by(finishing(), AT_RISK))
     assert victims(calm) == victims(urgent) == ["victim"]
     assert calm.objective is not None
     assert calm.objective.protected_victims == 1
@@ -152,7 +156,7 @@ def test_the_plan_says_why_the_rules_gave_way() -> None:
     cooldown = next(v for v in candidate.verdicts if v.rule == "cooldown")
     assert cooldown.allowed
     assert cooldown.protected
-    assert "overridden: SLA at risk" in cooldown.reason
+    assert "overridden: the preemptor has an SLA" in cooldown.reason
 
 
 def test_a_running_job_is_never_at_risk() -> None:

@@ -79,24 +79,15 @@ def test_the_backoff_is_per_demand() -> None:
     assert ledger.retry_after("other") == 300.0
 
 
-def test_a_demand_at_risk_skips_the_cooldown_and_the_backoff() -> None:
-    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0, at_risk_retry_s=60.0)
+def test_a_demand_with_an_sla_skips_the_cooldown_and_the_backoff() -> None:
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0, sla_retry_s=60.0)
     for t in (0.0, 300.0, 900.0, 2100.0):
         ledger = ledger.tried("ft", t)  # four rounds without a plan: backed off to 30 min
-    assert not ledger.may_plan("ft", 2159.0, urgency=Urgency.AT_RISK)
-    assert ledger.may_plan("ft", 2160.0, urgency=Urgency.AT_RISK)
+    assert not ledger.may_plan("ft", 2159.0, urgency=Urgency.SLA)
+    assert ledger.may_plan("ft", 2160.0, urgency=Urgency.SLA)
     assert not ledger.may_plan("ft", 2160.0)
 
 
-def test_a_demand_with_an_sla_keeps_its_cooldown_but_never_backs_off() -> None:
-    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0)
-    for t in (0.0, 300.0, 900.0, 2100.0):
-        ledger = ledger.tried("ft", t)
-    assert not ledger.may_plan("ft", 2399.0, urgency=Urgency.SLA)
-    assert ledger.may_plan("ft", 2400.0, urgency=Urgency.SLA)
-    assert not ledger.may_plan("ft", 2400.0)  # without one: backed off to 30 min
-
-
-def test_a_demand_at_risk_still_waits_for_its_round_in_flight() -> None:
+def test_a_demand_with_an_sla_still_waits_for_its_round_in_flight() -> None:
     ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
-    assert not ledger.may_plan("ft", 60.0, urgency=Urgency.AT_RISK)
+    assert not ledger.may_plan("ft", 60.0, urgency=Urgency.SLA)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -110,16 +111,16 @@ def test_without_the_baseline_nothing_is_judged() -> None:
 # -- production's claim when its SLA is at risk ---------------------------------------------
 
 
-def first_start_of_the_fine_tune(share: float) -> float:
+def first_start_of_the_fine_tune(*, sla: bool) -> float:
     """A research gang started at 0 holds the only node with a 4-hour cooldown; a 1-hour
-    fine-tune with a 4-hour SLA budget arrives at 60 s."""
+    fine-tune with (or without) a 4-hour SLA budget arrives at 60 s."""
     scenario = two_queue_cluster(nodes=1, days=6 / 24).model_copy(
-        update={"policy": Policy(cooldown_s=4 * HOUR, sla_risk_share=share)}
+        update={"policy": Policy(cooldown_s=4 * HOUR)}
     )
-    jobs = [
-        research_gang(restart_job=False, pods=1, submit_s=0.0),
-        production("ft", submit_s=60.0, duration_h=1.0),
-    ]
+    fine_tune = production("ft", submit_s=60.0, duration_h=1.0)
+    if not sla:
+        fine_tune = replace(fine_tune, sla_s=None)
+    jobs = [research_gang(restart_job=False, pods=1, submit_s=0.0), fine_tune]
     sim = Simulation(scenario, jobs, POLICIES["gpuyield"](scenario))
     sim.run()
     started = sim.jobs["ft"].first_started_at
@@ -127,18 +128,13 @@ def first_start_of_the_fine_tune(share: float) -> float:
     return started
 
 
-def test_a_fine_tune_at_risk_overrides_the_victims_cooldown() -> None:
-    # At risk once it has waited 25 % of its 4-hour budget: at 60 s + 1 h. The next cycle
-    # decides; the victim checkpoints for 60 s; the fine-tune starts at the cycle after.
-    started = first_start_of_the_fine_tune(0.25)
-    assert 60.0 + HOUR <= started <= 60.0 + HOUR + 3 * 60.0
+def test_a_fine_tune_with_an_sla_overrides_the_victims_cooldown() -> None:
+    # Its first round decides; the victim checkpoints for 60 s; it starts at the next cycle.
+    assert first_start_of_the_fine_tune(sla=True) <= 60.0 + 3 * 60.0
 
 
-def test_before_its_share_of_the_budget_the_cooldown_holds() -> None:
-    # With the share at 100 % it is at risk only at its deadline: the cooldown (4 h) ends
-    # first, and the fine-tune waits for it.
-    started = first_start_of_the_fine_tune(1.0)
-    assert started >= 4 * HOUR
+def test_without_an_sla_the_cooldown_holds() -> None:
+    assert first_start_of_the_fine_tune(sla=False) >= 4 * HOUR
 
 
 # -- the shipped overloaded scenario and what makes a backlog cheap -------------------------
