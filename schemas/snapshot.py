@@ -55,9 +55,9 @@ class Policy(WireModel):
         0.1,
         ge=0,
         le=1,
-        description="A preemptor with an SLA is at risk once it has waited this share of its "
-        "budget (sla_deadline - submitted_at): cooldowns, eviction limits and W_eff "
-        "protection then give way to it (gpuyield's reading, README: SLA at risk).",
+        description="A waiting preemptor with an SLA is at risk once it has waited this share "
+        "of its budget (sla_deadline - submitted_at): W_eff protection then gives way to it "
+        "too (cooldowns and eviction limits already do; README: SLA at risk).",
     )
 
 
