@@ -134,6 +134,9 @@ def test_ctrl_c_stops_every_process_the_demo_started(tmp_path: Path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=demo_env(tmp_path, mark),
+        # As a terminal starts it: a test run launched in the background (`cmd &` in a
+        # script) hands its children SIGINT ignored, and Ctrl-C would then reach nothing.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
 
