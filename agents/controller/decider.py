@@ -89,7 +89,7 @@ from gpuyield.agents.controller.records import (
 )
 from gpuyield.agents.planner import plan
 from gpuyield.agents.planner.urgency import budget_risk
-from gpuyield.agents.policy.demands import DemandLedger, InFlight, Urgency
+from gpuyield.agents.policy.demands import DemandLedger, InFlight
 from gpuyield.agents.policy.livelock import Eviction, Incident, LivelockGuard
 from gpuyield.agents.policy.resume import may_resume
 from gpuyield.schemas import JobState, Plan, Snapshot
@@ -714,19 +714,19 @@ def _skip(s: _Step, demand: str, outcome: RoundOutcome, reason: str) -> None:
     s.record(demand, outcome, reason, decision_id=derive_id("skip", s.origin, demand))
 
 
-def _next_round(s: _Step, job: str, urgency: Urgency) -> str:
-    wait = s.ledger(job).retry_after(job, urgency=urgency)
+def _next_round(s: _Step, job: str, sla: bool) -> str:
+    wait = s.ledger(job).retry_after(job, sla=sla)
     return f"; the next round {wait:.0f} s after this one"
 
 
-def _cooldown(ledger: DemandLedger, job: str, urgency: Urgency) -> str:
+def _cooldown(ledger: DemandLedger, job: str, sla: bool) -> str:
     flight = ledger.in_flight.get(job)
     last = ledger.last_round.get(job)
     if flight is not None and flight.victims:
         return f"its yields of {', '.join(sorted(flight.victims))} are unacknowledged"
     if last is None:
         return "cooling down"
-    wait = ledger.retry_after(job, urgency=urgency)
+    wait = ledger.retry_after(job, sla=sla)
     return f"planned at {last:.3f}; the next round {wait:.0f} s after it"
 
 
@@ -782,9 +782,10 @@ def _decide(s: _Step) -> None:
             )
             continue
         ledger = s.ledger(demand.name)
-        urgency = _urgency(s, demand)
-        if not ledger.may_plan(demand.name, s.now, urgency=urgency):
-            why = _cooldown(ledger, demand.name, urgency)
+        sla = demand.sla_deadline is not None  # retried every sla_retry_s, never backed off
+        _alert_if_at_risk(s, demand)
+        if not ledger.may_plan(demand.name, s.now, sla=sla):
+            why = _cooldown(ledger, demand.name, sla)
             _skip(s, demand.name, RoundOutcome.SKIPPED_COOLDOWN, why)
             continue
         plans += 1
@@ -806,7 +807,7 @@ def _decide(s: _Step) -> None:
                 RoundOutcome.UNSERVABLE,
                 "no plan, even evicting every eligible job: "
                 + "; ".join(result.explanation[-2:])
-                + _next_round(s, demand.name, urgency),
+                + _next_round(s, demand.name, sla),
                 snapshot=snapshot,
                 result=result,
             )
@@ -818,7 +819,7 @@ def _decide(s: _Step) -> None:
                 demand.name,
                 RoundOutcome.NO_VICTIMS,
                 "it fits without evicting anyone: left to Volcano"
-                + _next_round(s, demand.name, urgency),
+                + _next_round(s, demand.name, sla),
                 snapshot=snapshot,
                 result=result,
             )
@@ -827,22 +828,17 @@ def _decide(s: _Step) -> None:
         views = cluster.jobs(s.view, s.config)  # its victims are leaving now
 
 
-def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
-    """How long ``demand`` may wait between rounds (``DemandLedger``).
-
-    A demand with an SLA is retried every ``sla_retry_s`` and never backed off;
-    once it has waited its share of its SLA budget (``planner.urgency``) the
-    incident raises one alert. The planner reads the same from the snapshot
-    and lets cooldowns and eviction limits, and at risk W_eff protection,
-    give way.
-    """
+def _alert_if_at_risk(s: _Step, demand: cluster.JobView) -> None:
+    """One ``sla-at-risk`` alert per incident, once ``demand`` has waited its share of its
+    SLA budget (``planner.urgency``; the planner reads the same risk from the snapshot and
+    lets W_eff protection give way)."""
     if demand.submitted_at is None or demand.sla_deadline is None:
-        return Urgency.NONE
+        return
     risk = budget_risk(
         demand.submitted_at, demand.sla_deadline, s.now, s.config.policy.sla_risk_share
     )
     if risk is None:
-        return Urgency.SLA
+        return
     s.alert(
         derive_id("sla-at-risk", demand.name, str(demand.submitted_at)),
         AlertKind.SLA_AT_RISK,
@@ -855,7 +851,6 @@ def _urgency(s: _Step, demand: cluster.JobView) -> Urgency:
             "sla_deadline": demand.sla_deadline,
         },
     )
-    return Urgency.SLA
 
 
 # -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --

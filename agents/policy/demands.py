@@ -27,14 +27,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
-
-
-class Urgency(Enum):
-    """How long a demand may wait between rounds."""
-
-    NONE = "none"  # cooldown, then the backoff
-    SLA = "sla"  # it has an SLA: retried every sla_retry_s, never backed off
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,16 +45,17 @@ class DemandLedger:
     failures: Mapping[str, int] = field(default_factory=dict)  # failed rounds in a row
     sla_retry_s: float = 0.0  # the retry delay of a demand with an SLA
 
-    def may_plan(self, preemptor: str, now: float, *, urgency: Urgency = Urgency.NONE) -> bool:
+    def may_plan(self, preemptor: str, now: float, *, sla: bool = False) -> bool:
         flight = self.in_flight.get(preemptor)
         if flight is not None and flight.victims and now < flight.deadline:
             return False
         last = self.last_round.get(preemptor)
-        return last is None or now - last >= self.retry_after(preemptor, urgency=urgency)
+        return last is None or now - last >= self.retry_after(preemptor, sla=sla)
 
-    def retry_after(self, preemptor: str, *, urgency: Urgency = Urgency.NONE) -> float:
-        """Seconds after its last round before ``preemptor`` may be planned for again."""
-        if urgency is Urgency.SLA:
+    def retry_after(self, preemptor: str, *, sla: bool = False) -> float:
+        """Seconds after its last round before ``preemptor`` (``sla``: with an SLA) may be
+        planned for again."""
+        if sla:
             return min(self.cooldown_s, self.sla_retry_s)
         failed = self.failures.get(preemptor, 0)
         if self.backoff_max_s is None or failed <= 1:

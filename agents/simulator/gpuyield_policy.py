@@ -13,7 +13,7 @@ and resume from that checkpoint when they fit again.
 from __future__ import annotations
 
 from gpuyield.agents.planner import plan
-from gpuyield.agents.policy.demands import DemandLedger, Urgency
+from gpuyield.agents.policy.demands import DemandLedger
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
 from gpuyield.agents.simulator.engine import Decision, Simulation
 from gpuyield.agents.simulator.snapshots import node_name, pod_name, snapshot_for
@@ -48,7 +48,8 @@ class GpuyieldPolicy:
 
     def may_decide(self, sim: Simulation, job: SimJob) -> bool:
         """Not while the demand ledger holds ``job`` back (cooldown, backoff, round in flight)."""
-        return self.ledger.may_plan(job.name, sim.now, urgency=urgency(job))
+        # A job with an SLA (its snapshot's sla_deadline) is retried every cycle.
+        return self.ledger.may_plan(job.name, sim.now, sla=job.spec.sla_s is not None)
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if not self.may_decide(sim, job):
@@ -80,12 +81,6 @@ class GpuyieldPolicy:
             sim.now,
             sim.now + sim.scenario.policy.grace_s,
         )
-
-
-def urgency(job: SimJob) -> Urgency:
-    """A job with an SLA (its snapshot has an ``sla_deadline``) is retried every cycle and
-    never backed off (``DemandLedger``); the planner reads the same from the snapshot."""
-    return Urgency.NONE if job.spec.sla_s is None else Urgency.SLA
 
 
 def no_victim_possible(sim: Simulation, job: SimJob) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuyield.agents.policy.demands import DemandLedger, Urgency
+from gpuyield.agents.policy.demands import DemandLedger
 
 
 def test_a_new_demand_may_be_planned() -> None:
@@ -83,11 +83,11 @@ def test_a_demand_with_an_sla_skips_the_cooldown_and_the_backoff() -> None:
     ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0, sla_retry_s=60.0)
     for t in (0.0, 300.0, 900.0, 2100.0):
         ledger = ledger.tried("ft", t)  # four rounds without a plan: backed off to 30 min
-    assert not ledger.may_plan("ft", 2159.0, urgency=Urgency.SLA)
-    assert ledger.may_plan("ft", 2160.0, urgency=Urgency.SLA)
+    assert not ledger.may_plan("ft", 2159.0, sla=True)
+    assert ledger.may_plan("ft", 2160.0, sla=True)
     assert not ledger.may_plan("ft", 2160.0)
 
 
 def test_a_demand_with_an_sla_still_waits_for_its_round_in_flight() -> None:
     ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
-    assert not ledger.may_plan("ft", 60.0, urgency=Urgency.SLA)
+    assert not ledger.may_plan("ft", 60.0, sla=True)
