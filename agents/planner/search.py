@@ -27,7 +27,7 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -103,10 +103,10 @@ def _cheapest(
     """
     cheapest: list[float] = []
     k = 0
-    for value, node_rank, node in extra:
+    for value, node_i, node in extra:
         if len(cheapest) >= short:
             break
-        if node_rank < first or node in skip:
+        if node_i < first or node in skip:
             continue
         while k < len(fresh) and fresh[k] <= value and len(cheapest) < short:
             cheapest.append(fresh[k])
@@ -117,6 +117,42 @@ def _cheapest(
     return math.fsum(cheapest) if len(cheapest) >= short else math.inf
 
 
+@dataclass(slots=True)
+class _SlotOrder:
+    """Further slots of one pod size by their lost bound, refined as far as some call read.
+
+    ``weak`` holds one entry per node: the cheap bound of each of its slots
+    (GPUs lacking times the node's lowest loss rate), which no slot of the
+    node's costs less than. A node's slots are costed exactly
+    (``Search._slot_costs``) only when a reader reaches its cheap bound, so a
+    search over a thousand nodes costs the few cheapest ones. Entries are
+    ``(bound, node index, node)``; a refined node's entries all sort after its
+    weak entry, which sorts after everything handed out before it, so readers
+    that started earlier never miss one.
+    """
+
+    weak: tuple[tuple[float, int, str], ...]
+    cost: Callable[[str], list[float]]
+    refined: list[tuple[float, int, str]] = field(default_factory=list)
+    next_weak: int = 0
+
+    def entries(self) -> Iterator[tuple[float, int, str]]:
+        r = 0
+        while True:
+            if self.next_weak < len(self.weak) and (
+                r == len(self.refined) or self.weak[self.next_weak] <= self.refined[r]
+            ):
+                _, node_i, node = self.weak[self.next_weak]
+                self.next_weak += 1
+                for bound in self.cost(node):
+                    bisect.insort(self.refined, (bound, node_i, node))
+                continue
+            if r == len(self.refined):
+                return
+            yield self.refined[r]
+            r += 1
+
+
 @dataclass(frozen=True, slots=True)
 class _SizeTable:
     """Per pod size, what the snapshot's free GPUs offer (before any eviction)."""
@@ -125,7 +161,7 @@ class _SizeTable:
     bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
     bounds_unprotected: tuple[tuple[int, float, int], ...]  # the same with protected 0, sorted
     free_slots: tuple[int, ...]  # [k]: such pods that fit, as they are, on nodes k onwards
-    extra: tuple[tuple[float, int, str], ...]  # (lost bound of one more slot, node index, node)
+    extra: _SlotOrder  # each further slot's lost bound, cheapest first
 
 
 @dataclass(slots=True)
@@ -225,7 +261,7 @@ class Search:
         s = self.s
         ready: list[int] = []
         bounds: list[tuple[int, float, int]] = []
-        extra: list[tuple[float, int, str]] = []
+        weak: list[tuple[float, int, str]] = []
         slots = [0] * (len(s.node_names) + 1)
         for node_i, node in enumerate(s.node_names):
             if not can_host(s, node, gpus):
@@ -241,16 +277,17 @@ class Search:
                 protected, rate = self.node_bound[node]
                 if free < gpus:
                     bounds.append((protected, (gpus - free) * rate, node_i))
-                extra.extend((c, node_i, node) for c in self._slot_costs(node, gpus, free))
+                if s.node_gpus[node] // gpus > free // gpus:
+                    weak.append(((gpus - free % gpus) * rate, node_i, node))
         return _SizeTable(
             tuple(ready),
             tuple(sorted(bounds)),
             tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
             tuple(itertools.accumulate(reversed(slots)))[::-1],
-            tuple(sorted(extra)),
+            _SlotOrder(tuple(sorted(weak)), lambda node: self._slot_costs(node, gpus)),
         )
 
-    def _slot_costs(self, node: str, gpus: int, free: int) -> list[float]:
+    def _slot_costs(self, node: str, gpus: int) -> list[float]:
         """Lower bounds on the lost work of each further ``gpus``-slot on ``node``, non-decreasing.
 
         Lost work is a sum over evicted pods (their GPUs times their job's
@@ -265,6 +302,7 @@ class Search:
         lower bound. Slots the node's candidates cannot free are left out: no
         plan has them.
         """
+        free = self.s.node_free[node]
         options = [
             [(g.gpus, g.gpus * self.s.candidates[g.candidate].lost_per_gpu_s)]
             for g in self.groups.get(node, ())
@@ -639,7 +677,8 @@ class Search:
             if slots >= count:
                 continue
             fresh.sort()
-            bound = max(bound, _cheapest(table.extra, fresh, count - slots, first, state.free))
+            short = count - slots
+            bound = max(bound, _cheapest(table.extra.entries(), fresh, short, first, state.free))
         return bound
 
     def _beyond_best(self, state: State, protected: int, lost: float, victims: int = 0) -> bool:

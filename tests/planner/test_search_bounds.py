@@ -46,7 +46,7 @@ def assert_slot_costs_are_lower_bounds(case: Case) -> None:
     for gpus in {p.gpus for p in s.to_place if p.gpus}:
         for node in s.node_names:
             free = s.node_free[node]
-            marginals = search._slot_costs(node, gpus, free)
+            marginals = search._slot_costs(node, gpus)
             assert marginals == sorted(marginals), "slot costs must not decrease"
             for j in range(1, len(marginals) + 1):
                 need = (free // gpus + j) * gpus - free
