@@ -350,7 +350,7 @@ class Simulation:
                 self._free_pod(job, pod)
         if job.phase in (Phase.DONE, Phase.FAILED):
             self._ended(job)
-        if job.yielding and not any(p.releasing_until is not None for p in job.pods):
+        if job.yielding and not job.releasing:
             job.yielding = False
             if not job.placed():
                 job.phase = Phase.SUSPENDED

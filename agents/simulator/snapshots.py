@@ -40,7 +40,7 @@ def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
         elif (
             job.yielding
             or job.phase in (Phase.DONE, Phase.FAILED)
-            or any(p.releasing_until is not None for p in job.pods)
+            or job.releasing
         ):
             # On its way out (yielding or terminating): its GPUs are not free yet and it
             # is no candidate, so it appears as a job that may not be preempted.
