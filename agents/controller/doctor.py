@@ -139,12 +139,17 @@ def diagnose(
     config: ControllerConfig,
     now: float,
     scheduler_conf: str | None = None,
+    scheduler_conf_from: str = "--scheduler-conf",
 ) -> list[DoctorFinding]:
-    """Every finding, most severe first, then by check and object."""
+    """Every finding, most severe first, then by check and object.
+
+    ``scheduler_conf`` is Volcano's scheduler configuration given apart from the
+    objects (a file, or the live cluster's ConfigMap), ``scheduler_conf_from``
+    where it came from (a finding's object)."""
     dump = read_dump(objects, config, now)
     confs = list(dump.scheduler_confs)
     if scheduler_conf is not None:
-        confs.append(("--scheduler-conf", scheduler_conf))
+        confs.append((scheduler_conf_from, scheduler_conf))
     found = [
         *dump.unreadable,
         *queue_findings(dump, config),
