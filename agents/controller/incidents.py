@@ -41,12 +41,14 @@ from gpuyield.agents.controller.records import (
     PROGRESS,
     QUEUE,
     SUSPENDED,
+    VOLCANO_EVICTING,
     YIELD,
     AlertRecord,
     GroupRecord,
     Overlay,
     ProgressRecord,
     SuspendedRecord,
+    VolcanoEvictingRecord,
     YieldRecord,
 )
 from gpuyield.schemas import JobState
@@ -66,6 +68,7 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
         AlertKind.PENDING_PAST_SLA,
         AlertKind.SLA_AT_RISK,
         AlertKind.DANGLING_GANG,
+        AlertKind.VOLCANO_EVICTING,
     }
 )
 """Kinds whose alerts are resolved when their condition ends; the others are events."""
@@ -123,6 +126,13 @@ def ended(
     if kind is AlertKind.DANGLING_GANG:
         view = seen.views.get(job or "")
         return view is None or not dangling(view)
+    if kind is AlertKind.VOLCANO_EVICTING:  # quiet since, or a newer incident (volcano_evictions)
+        latest = records.typed(VOLCANO_EVICTING, VolcanoEvictingRecord)
+        return (
+            latest is None
+            or (str(latest.since),) != record.subject
+            or now - latest.last_at >= config.volcano_evicting_quiet_s
+        )
     return False
 
 
