@@ -490,13 +490,13 @@ def watched_record(event: KubeEvent, config: ControllerConfig) -> tuple[str, Rec
 
 def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
     if event.type is KubeEventType.DELETED:
-        if event.kind is KubeKind.POD:
+        if event.kind is KubeKind.POD and kube_facts.eviction_mark(event.object) is not None:
             old = s.view.typed(_object_key(event), PodRecord)
             _volcano_evicting(s, event, volcano_evictions.deleted(old, event.object))
         s.put(_object_key(event), None)
         return
     key, record = watched_record(event, s.config)
-    if isinstance(record, PodRecord):
+    if isinstance(record, PodRecord) and record.evicted is not None:
         _volcano_evicting(s, event, record)
     s.put(key, record)
     if isinstance(record, GroupRecord) and record.phase == "Running":

@@ -95,6 +95,15 @@ class Seen:
     """A snapshot was built and validated in this step (the invalid-input test)."""
     deadlocked: frozenset[str] = field(default_factory=frozenset)
     """Gangs that hold part of their minimum now (``stuck_gangs``)."""
+    _starts: dict[str, float] = field(default_factory=dict, compare=False)
+    _started: list[bool] = field(default_factory=list, compare=False)
+
+    def run_started(self, job: str, records: Overlay) -> float | None:
+        """``run_starts``'s answer for ``job``, the pods read once however many ask."""
+        if not self._started:
+            self._starts.update(run_starts(records, self.views))
+            self._started.append(True)
+        return self._starts.get(job)
 
 
 def ended(
@@ -124,7 +133,7 @@ def ended(
         if view is None:
             return True
         factor = config.checkpoint_stale_factor
-        started = run_starts(records, {view.name: view}).get(view.name)
+        started = seen.run_started(view.name, records)
         return stale_checkpoint(view, records, now, factor, started) is None
     if kind in (AlertKind.PENDING_PAST_SLA, AlertKind.SLA_AT_RISK):
         view = seen.views.get(job or "")
