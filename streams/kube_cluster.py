@@ -31,8 +31,10 @@ class ListSettings:
     """How doctor lists: pages as the watch's, and no waiting long on a dead server."""
 
     page_size: int = 500
+    connect_timeout_s: float = CONNECT_TIMEOUT_S
+    """An API server that does not answer is reported after this (twice: one retry)."""
     timeout_s: float = 60.0
-    """Per LIST page request."""
+    """To read each LIST page."""
     restarts: int = 3
     """Expired continue tokens in a row that start a list over."""
 
@@ -56,7 +58,7 @@ def read_cluster(
                 items, _ = list_all(
                     client,
                     page_size=settings.page_size,
-                    timeout_s=settings.timeout_s,
+                    timeout_s=(settings.connect_timeout_s, settings.timeout_s),
                     restarts=settings.restarts,
                 )
             except ApiException as exc:

@@ -26,6 +26,8 @@ from gpuyield.schemas.messages import KubeKind
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
+Timeout = float | tuple[float, float]
+"""A request's timeout: in all, or (to connect, to read), as the client takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ class ResourceClient:
         return f"{self.resource.plural}{scope}"
 
     def list_page(
-        self, *, limit: int, continue_token: str | None, timeout_s: float
+        self, *, limit: int, continue_token: str | None, timeout_s: Timeout
     ) -> dict[str, Any]:
         """One page of a consistent list; ``metadata.continue`` says whether more follow."""
         kwargs: dict[str, Any] = {"limit": limit, "_request_timeout": timeout_s}
@@ -122,7 +124,7 @@ def list_all(
     client: ResourceClient,
     *,
     page_size: int,
-    timeout_s: float,
+    timeout_s: Timeout,
     restarts: int,
     between_pages: Callable[[], None] = lambda: None,
 ) -> tuple[list[Object], str]:
