@@ -223,7 +223,7 @@ class Demo:
         self._start_worker(settings)
         redis = Redis.from_url(redis_url)
         producer = AIOKafkaProducer(**kafka, acks="all", max_batch_size=1)
-        reader = TallyReader(self.tally, kafka=kafka)
+        reader = TallyReader(self.tally, kafka=kafka, on_message=self._message)
         reservations = ReservationFeed(kafka=kafka)  # the holds the simulated Volcano honours
         launcher = PodLauncher(
             self._children,
@@ -239,6 +239,7 @@ class Demo:
         async def publish(events: Sequence[KubeEvent]) -> None:
             for event in events:
                 await producer.send_and_wait(KUBE_EVENTS, encode(event), key=event.key.encode())
+            self._watched(events)
 
         cluster = SimCluster(scenario, launcher, publish, reservations)
         self._cluster = cluster
@@ -311,6 +312,12 @@ class Demo:
             return b"Worker ready" in path.read_bytes()
         except OSError:
             return False
+
+    def _watched(self, events: Sequence[KubeEvent]) -> None:
+        """Watch events the simulated cluster has just published (for a story that times them)."""
+
+    def _message(self, message: Any, sent_at: float) -> None:
+        """A message the topic reader folded, with its record's time (same purpose)."""
 
     # -- the simulated cluster's loop -----------------------------------------------------------
 
