@@ -61,6 +61,17 @@ PARTITIONS = 4  # of the keyed topics: enough for four nodes, light on one machi
 LOOP_S = 0.2  # how often the simulated cluster looks at its processes and Redis
 
 
+REDIS_CONNECTIONS_PER_NODE = 3
+"""The demo's node agents share one Redis client (they are tasks of one process): its pool must
+hold what they have in flight at once, a few commands each. redis-py's default of 100 made the
+agents of a 128-node drill fail with ``MaxConnectionsError`` as they started."""
+
+
+def redis_connections(nodes: int) -> int:
+    """The pool of the demo's Redis client: every node agent's share, and the demo's own."""
+    return 100 + REDIS_CONNECTIONS_PER_NODE * nodes
+
+
 def worker_env(settings: Settings) -> dict[str, str]:
     """The worker's environment: the demo's settings and none of the caller's.
 
@@ -221,7 +232,7 @@ class Demo:
             partitions=PARTITIONS,
         )
         self._start_worker(settings)
-        redis = Redis.from_url(redis_url)
+        redis = Redis.from_url(redis_url, max_connections=redis_connections(len(scenario.nodes)))
         producer = AIOKafkaProducer(**kafka, acks="all", max_batch_size=1)
         reader = TallyReader(self.tally, kafka=kafka, on_message=self._message)
         reservations = ReservationFeed(kafka=kafka)  # the holds the simulated Volcano honours
