@@ -38,10 +38,12 @@ from rich.text import Text
 from gpuyield.agents.demo.comparison import PRIOR_H, compare
 from gpuyield.agents.demo.drill import (
     DEFAULT_NODES,
+    EXIT_GRACE_S,
     GRACE_S,
     MIN_NODES,
     PEAK_S,
     describe_drill,
+    drill_node_agent,
     drill_scenario,
 )
 from gpuyield.agents.demo.drill_run import Drill
@@ -103,11 +105,20 @@ def demo_command(
         float,
         typer.Option("--peak", min=5.0, max=600.0, help="--drill: how long the burst serves."),
     ] = PEAK_S,
+    exit_grace_s: Annotated[
+        float,
+        typer.Option(
+            "--exit-grace",
+            min=0.0,
+            max=60.0,
+            help="--drill: from a victim's checkpoint to its kill if it has not exited, seconds.",
+        ),
+    ] = EXIT_GRACE_S,
 ) -> None:
     """Run gpuyield end to end on this machine: a simulated Volcano cluster, real yields."""
     if drill:
         scenario = drill_scenario(nodes, seed=seed, peak_s=peak_s, grace_s=grace_s)
-        lines = describe_drill(scenario)
+        lines = describe_drill(scenario, exit_grace_s)
     else:
         rng = random.Random(seed)  # noqa: S311 -- a seeded workload, not security
         scenario = demo_scenario(rng, seed=seed, duration_s=duration_s)
@@ -139,7 +150,8 @@ def demo_command(
             Archive(archive)
         except (ValueError, ImportError, OSError) as exc:
             fail(f"--archive {archive}: {exc}")
-    options = DemoOptions(scenario, workdir, train_tiny, archive)
+    node_agent = drill_node_agent(exit_grace_s) if drill else None
+    options = DemoOptions(scenario, workdir, train_tiny, archive, node_agent)
     demo = Drill(options) if drill else Demo(options)
     error: str | None = None
     result: DemoResult | None = None

@@ -16,8 +16,8 @@ The cluster (``drill_scenario``), ``nodes`` x 8 GPUs, full when the burst comes:
   guarantee exactly, which is what lets it reclaim);
 - ``offline/train-NN``: 16 single-node research jobs, 8 GPUs each, the
   offline capability of 128; even ones run the real torch example
-  (``examples/train_tiny.py``), odd ones the stand-in trainer; each
-  checkpoints every 5 s;
+  (``examples/train_tiny.py``, a checkpoint every 5 s), odd ones the
+  stand-in trainer (every 10 s);
 - ``shared/tenant-NN``: the other tenants on the remaining ``nodes - 24``
   nodes, at their guarantee and not reclaimable (a 64- or 128-node cluster
   is not all online and offline: the two queues' capabilities add up to
@@ -47,6 +47,8 @@ from gpuyield.agents.demo.scenario import (
     QueuePlan,
     Runner,
 )
+from gpuyield.agents.demo.timing import DEMO_NODE_AGENT
+from gpuyield.schemas.config import NodeAgentKnobs
 
 ONLINE = "online"
 OFFLINE = "offline"
@@ -73,15 +75,22 @@ GRACE_S = 8.0
 the grace whatever the trainer does; 8 s leaves the rest of the 15 s budget (7 s) for the
 watch event to reach the decider, the plan, the commands, the acks and the deletions, which
 take about 2 s on an idle machine."""
+EXIT_GRACE_S = 2.0
+"""From a victim's checkpoint, seen by its node agent, to the kill if it has not exited (the
+node agent's ``node_exit_grace_s``; 15 s in the demo). The checkpoint is saved: a kill loses
+nothing, and waiting for a torch trainer's own teardown (its Kafka sink closing, the
+interpreter and torch exiting: over 7 s with both cores busy) spent the whole grace on every
+torch victim, so that the reclaim took the decision's latency plus the grace on a busy machine.
+"""
 PEAK_S = 20.0
 """How long the burst's pods serve before the peak is over."""
 TORCH_CHECKPOINT_S = 5.0
 STANDIN_CHECKPOINT_S = 10.0
 """The stand-ins checkpoint half as often as the torch trainers: the planner's first criterion
-is the work a yield loses since the last checkpoint, so the torch trainers are its cheapest
-victims most of the time and the drill's evictions go through real torch processes (with the
-same cadence the planner took only stand-ins, which exit in a tenth of a second, not the
-seconds a torch process takes to tear down on a busy machine)."""
+is the work a yield loses since the last checkpoint, so most of its victims are torch trainers
+(4 to 8 of the 8 in the bench's runs) and the drill's evictions go through real torch processes,
+which take seconds to tear down on a busy machine. With one cadence for both, the first runs'
+victims were all stand-ins, which exit in a tenth of a second."""
 
 ENDLESS = 1_000_000  # offline research outlives the drill
 
@@ -163,6 +172,13 @@ def drill_scenario(
     )  # fmt: skip
 
 
+def drill_node_agent(exit_grace_s: float = EXIT_GRACE_S) -> NodeAgentKnobs:
+    """The demo's node agent waits, with the drill's exit grace."""
+    if exit_grace_s < 0:
+        raise ValueError(f"the exit grace must not be negative, got {exit_grace_s} s")
+    return DEMO_NODE_AGENT.model_copy(update={"node_exit_grace_s": exit_grace_s})
+
+
 def _whole_nodes(queue: str, name: str, pods: int, runner: Runner, *, priority: int) -> JobPlan:
     """A fleet of one-node pods that is never signalled: serving or another tenant."""
     return JobPlan(
@@ -181,7 +197,7 @@ def _whole_nodes(queue: str, name: str, pods: int, runner: Runner, *, priority: 
     )
 
 
-def describe_drill(scenario: DemoScenario) -> list[str]:
+def describe_drill(scenario: DemoScenario, exit_grace_s: float = EXIT_GRACE_S) -> list[str]:
     """The drill in a few lines, for the terminal."""
     offline = [j for j in scenario.jobs if j.queue == OFFLINE]
     torch = sum(1 for j in offline if j.runner is Runner.TORCH)
@@ -197,6 +213,7 @@ def describe_drill(scenario: DemoScenario) -> list[str]:
         f"{len(offline) - torch} stand-ins every {STANDIN_CHECKPOINT_S:g} s)"
         + (f"; other tenants hold {tenants} nodes" if tenants else ""),
         f"the burst: {BURST_PODS} pods x {GPUS_PER_NODE} GPUs, all or none, for "
-        f"{scenario.duration_s:g} s (the peak); checkpoint grace {scenario.grace_s:g} s; budgets: "
+        f"{scenario.duration_s:g} s (the peak); checkpoint grace {scenario.grace_s:g} s, "
+        f"kill {exit_grace_s:g} s after a checkpoint if still running; budgets: "
         f"reclaim {RECLAIM_BUDGET_S:g} s, placed and ready {READY_BUDGET_S:g} s",
     ]

@@ -44,6 +44,7 @@ from gpuyield.agents.demo.timing import (
 )
 from gpuyield.agents.node.local_signaller import LocalPodRegistry
 from gpuyield.schemas import JobState
+from gpuyield.schemas.config import NodeAgentKnobs
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.streams.archive import archive_until_caught_up
@@ -95,6 +96,8 @@ class DemoOptions:
     """examples/train_tiny.py, or None: torch pods run stand-ins."""
     archive: str | None = None
     """Where to keep the run's archive (``gpuyield demo --archive DIR``), or None."""
+    node_agent: NodeAgentKnobs | None = None
+    """The node agents' waits; None: the demo's (``timing.DEMO_NODE_AGENT``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +233,7 @@ class Demo:
             app_id=APP_ID,
             cluster_id=CLUSTER_ID,
             partitions=PARTITIONS,
+            node_agent=self.options.node_agent,
         )
         self._start_worker(settings)
         redis = Redis.from_url(redis_url, max_connections=redis_connections(len(scenario.nodes)))

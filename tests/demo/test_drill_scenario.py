@@ -21,9 +21,11 @@ from gpuyield.agents.demo.drill import (
     MIN_NODES,
     OFFLINE,
     ONLINE,
+    drill_node_agent,
     drill_scenario,
 )
 from gpuyield.agents.demo.scenario import DemoScenario, Runner
+from gpuyield.agents.demo.timing import DEMO_NODE_AGENT
 from gpuyield.schemas.messages import KubeKind
 
 T = 1_800_000_000.0
@@ -121,3 +123,15 @@ def test_a_drill_that_cannot_be_run_is_refused_saying_why(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         drill_scenario(**arguments)  # type: ignore[arg-type]
+
+
+def test_the_drills_node_agents_kill_a_checkpointed_victim_sooner_and_wait_as_the_demos_else() -> (
+    None
+):
+    knobs = drill_node_agent(2.0)
+    assert knobs.node_exit_grace_s == 2.0
+    assert knobs.model_dump(exclude={"node_exit_grace_s"}) == DEMO_NODE_AGENT.model_dump(
+        exclude={"node_exit_grace_s"}
+    )
+    with pytest.raises(ValueError, match="the exit grace must not be negative"):
+        drill_node_agent(-1.0)
