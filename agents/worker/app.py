@@ -209,11 +209,17 @@ def build_app(
         use_partitioner=True,
     )
     decider_table = app.Table("decider", partitions=1, key_type=bytes)
-    for table in (progress_table, decider_table):
-        # faust derives a table's codec from its value type (json for anything
-        # but bytes); set ours before the changelog topic is first built.
-        cast(Any, table).value_serializer = RECORD_CODEC
+    # faust derives a table's codec from its value type (json for anything but
+    # bytes); set ours before the changelog topic is first built. The progress
+    # table keeps the forwarded records' wire bytes (the same JSON), serialised once.
+    cast(Any, decider_table).value_serializer = RECORD_CODEC
+    cast(Any, progress_table).value_serializer = "raw"
     folder = ProgressFolder(cast(Any, progress_table), config.max_clock_skew_s)
+
+    @app.on_partitions_revoked.connect
+    async def forget_folds(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        folder.forget()
+
     sinks = OutcomeSinks(
         reservations=_sender(reservations),
         decisions=_sender(decisions),
@@ -289,7 +295,7 @@ def build_app(
                 if forwarded is None:
                     continue
                 failure = await attempt(
-                    partial(job_progress.send, key=job.encode(), value=encode(forwarded)),
+                    partial(job_progress.send, key=job.encode(), value=forwarded.raw),
                     f"forwarding {job}'s progress",
                     options.attempts,
                 )
