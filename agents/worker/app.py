@@ -286,7 +286,7 @@ def build_app(
                 if job is not None:
                     changed[job] = event
             if metrics is not None and events:
-                metrics.heartbeats.inc(len(events))
+                metrics.heartbeats_read(e.message.partition for e in events)
                 newest = {e.message.partition: e for e in events}  # the last read of each
                 for event in newest.values():
                     consumed(event)
