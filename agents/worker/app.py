@@ -206,14 +206,13 @@ def build_app(
         "progress",
         partitions=options.heartbeat_partitions,
         key_type=bytes,
+        value_type=bytes,  # a forwarded record's wire bytes (heartbeats.py), serialised once
         use_partitioner=True,
     )
     decider_table = app.Table("decider", partitions=1, key_type=bytes)
     # faust derives a table's codec from its value type (json for anything but
-    # bytes); set ours before the changelog topic is first built. The progress
-    # table keeps the forwarded records' wire bytes (the same JSON), serialised once.
+    # bytes); set ours before the changelog topic is first built.
     cast(Any, decider_table).value_serializer = RECORD_CODEC
-    cast(Any, progress_table).value_serializer = "raw"
     folder = ProgressFolder(cast(Any, progress_table), config.max_clock_skew_s)
 
     @app.on_partitions_revoked.connect
