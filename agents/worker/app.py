@@ -389,6 +389,7 @@ def build_app(
     app.timer(interval=options.tick_s)(tick)
 
     app.gpuyield_agents = (progress, decider, tick)  # type: ignore[attr-defined]
+    app.gpuyield_progress_folder = folder  # type: ignore[attr-defined]
     return app
 
 

@@ -11,7 +11,9 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.progress import fold
+from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import Heartbeat, JobProgress
@@ -152,3 +154,14 @@ def test_whatever_the_batches_each_forwarded_record_is_the_fold_of_every_beat_so
                 assert record == reference.model_copy(update={"forwarded_at": reference.updated_at})
                 assert stored(table) == record
             changed = {}
+
+
+async def test_the_worker_forgets_its_folds_when_its_partitions_are_revoked() -> None:
+    app = build_app(
+        WorkerOptions(app_kwargs={"id": "forget", "broker": "kafka://127.0.0.1:9"}),
+        ControllerConfig(),
+    )
+    folder = app.gpuyield_progress_folder
+    folder.fold(beat(100, NOW, 0.1))
+    await app.on_partitions_revoked.send(set())
+    assert folder.latest == {}
