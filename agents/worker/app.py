@@ -206,14 +206,19 @@ def build_app(
         "progress",
         partitions=options.heartbeat_partitions,
         key_type=bytes,
+        value_type=bytes,  # a forwarded record's wire bytes (heartbeats.py), serialised once
         use_partitioner=True,
     )
     decider_table = app.Table("decider", partitions=1, key_type=bytes)
-    for table in (progress_table, decider_table):
-        # faust derives a table's codec from its value type (json for anything
-        # but bytes); set ours before the changelog topic is first built.
-        cast(Any, table).value_serializer = RECORD_CODEC
+    # faust derives a table's codec from its value type (json for anything but
+    # bytes); set ours before the changelog topic is first built.
+    cast(Any, decider_table).value_serializer = RECORD_CODEC
     folder = ProgressFolder(cast(Any, progress_table), config.max_clock_skew_s)
+
+    @app.on_partitions_revoked.connect
+    async def forget_folds(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        folder.forget()
+
     sinks = OutcomeSinks(
         reservations=_sender(reservations),
         decisions=_sender(decisions),
@@ -280,7 +285,7 @@ def build_app(
                 if job is not None:
                     changed[job] = event
             if metrics is not None and events:
-                metrics.heartbeats.inc(len(events))
+                metrics.heartbeats_read(e.message.partition for e in events)
                 newest = {e.message.partition: e for e in events}  # the last read of each
                 for event in newest.values():
                     consumed(event)
@@ -289,7 +294,7 @@ def build_app(
                 if forwarded is None:
                     continue
                 failure = await attempt(
-                    partial(job_progress.send, key=job.encode(), value=encode(forwarded)),
+                    partial(job_progress.send, key=job.encode(), value=forwarded.raw),
                     f"forwarding {job}'s progress",
                     options.attempts,
                 )
@@ -384,6 +389,7 @@ def build_app(
     app.timer(interval=options.tick_s)(tick)
 
     app.gpuyield_agents = (progress, decider, tick)  # type: ignore[attr-defined]
+    app.gpuyield_progress_folder = folder  # type: ignore[attr-defined]
     return app
 
 

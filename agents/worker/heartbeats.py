@@ -6,28 +6,64 @@ one worker keep up with thousands of beats a second. Only forwarded records
 are written to the table, so the changelog carries a few messages per job
 per minute, not every heartbeat; a new owner after a rebalance starts from
 the last forwarded record, at most a minute or a percent behind.
+
+A forwarded record is serialised once: the table keeps its wire bytes, which
+are both the changelog record and the message forwarded to the decider (the
+same compact JSON the table held as a document before). The folder remembers
+which bytes it wrote, so reading its own record back parses nothing; bytes it
+did not write (recovered from the changelog after a rebalance) are parsed.
 """
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
-from typing import Any
+from dataclasses import dataclass
 
 from gpuyield.agents.controller import progress as progress_rules
+from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import Heartbeat, JobProgress
 
 
-class ProgressFolder:
-    """This worker's newest fold per job (not persisted), over the progress table."""
+@dataclass(frozen=True, slots=True)
+class Forwarded:
+    """A record to send to the decider, with its wire bytes (also the table's value)."""
 
-    def __init__(self, table: MutableMapping[bytes, Any], max_skew_s: float = 300.0) -> None:
+    record: JobProgress
+    raw: bytes
+
+
+class ProgressFolder:
+    """This worker's newest fold per job (not persisted), over the progress table.
+
+    The table maps a job's key to the wire bytes of its last forwarded record
+    (``None`` or empty bytes: none; a deletion reads back empty from Tansu).
+    """
+
+    def __init__(self, table: MutableMapping[bytes, bytes], max_skew_s: float = 300.0) -> None:
         self.table = table
         self.max_skew_s = max_skew_s
         self.latest: dict[str, JobProgress] = {}
+        self._written: dict[str, Forwarded] = {}
+        """Per job, what this folder last wrote to the table: read back without parsing."""
+
+    def forget(self) -> None:
+        """Drop what is held in memory: after a rebalance the table is the truth.
+
+        Partitions may have moved away and back, with another worker's records
+        recovered in between; folding on from this worker's older copy would
+        forward a record behind the one the decider already has.
+        """
+        self.latest.clear()
+        self._written.clear()
 
     def _stored(self, job: str) -> JobProgress | None:
         raw = self.table.get(job.encode())
-        return None if raw is None else JobProgress.model_validate(raw)
+        if not raw:
+            return None
+        mine = self._written.get(job)
+        if mine is not None and mine.raw is raw:
+            return mine.record
+        return JobProgress.model_validate_json(raw)
 
     def fold(self, beat: Heartbeat, received_at: float | None = None) -> str | None:
         """Fold one beat, read at ``received_at`` (the worker's clock), into its job's record.
@@ -41,13 +77,17 @@ class ProgressFolder:
         self.latest[beat.job] = folded
         return beat.job
 
-    def to_forward(self, job: str) -> JobProgress | None:
+    def to_forward(self, job: str) -> Forwarded | None:
         """The record to persist and forward, if the decider's copy is stale enough."""
-        folded = self.latest[job]
+        folded = self.latest.get(job)
+        if folded is None:  # forgotten in a rebalance since it was folded
+            return None
         if not progress_rules.should_forward(self._stored(job), folded):
             return None
-        forwarded = folded.model_copy(update={"forwarded_at": folded.updated_at})
-        self.table[job.encode()] = forwarded.model_dump(mode="json")
+        record = folded.model_copy(update={"forwarded_at": folded.updated_at})
+        forwarded = Forwarded(record, encode(record))
+        self.table[job.encode()] = forwarded.raw
+        self._written[job] = forwarded
         return forwarded
 
     def forward_changed(self, jobs: dict[str, None]) -> list[JobProgress]:
@@ -56,5 +96,5 @@ class ProgressFolder:
         for job in jobs:
             forwarded = self.to_forward(job)
             if forwarded is not None:
-                out.append(forwarded)
+                out.append(forwarded.record)
         return out

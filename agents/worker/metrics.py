@@ -31,7 +31,8 @@ enums, queues are the cluster's queues, topics the registry's.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections import Counter as Tally
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -136,7 +137,12 @@ class WorkerMetrics:
             registry=r,
             buckets=STEP_BUCKETS,
         )
-        self.heartbeats = counter("heartbeats_total", "Trainer heartbeats the worker received.")
+        self.heartbeats = counter(
+            "heartbeats_total",
+            "Trainer heartbeats the worker received, by the heartbeat partition they came from "
+            "(which worker folds which jobs).",
+            ("partition",),
+        )
         self.dead_letters = counter(
             "dead_letters_total",
             "Messages sent to the dead-letter topic, by the topic they came from.",
@@ -166,6 +172,11 @@ class WorkerMetrics:
 
     def dead_letter(self, topic: str) -> None:
         self.dead_letters.labels(topic=topic_label(topic, self.prefix)).inc()
+
+    def heartbeats_read(self, partitions: Iterable[int]) -> None:
+        """One batch of heartbeats was read: the partition of each."""
+        for partition, count in Tally(partitions).items():
+            self.heartbeats.labels(partition=str(partition)).inc(count)
 
     def consumed(self, topic: str, partition: int, offset: int, highwater: int | None) -> None:
         """The worker read ``offset``; ``highwater`` is the partition's end as last fetched."""

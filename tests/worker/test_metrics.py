@@ -216,3 +216,12 @@ def test_the_exposition_served_over_http_has_every_family() -> None:
         "gpuyield_alerts",
         "gpuyield_consumer_lag_messages",
     } <= families
+
+
+def test_heartbeats_are_counted_by_the_partition_they_came_from() -> None:
+    m = WorkerMetrics(prefix="run7.")
+    m.heartbeats_read([3, 3, 5, 3])
+    m.heartbeats_read([5])
+    assert value(m, "gpuyield_heartbeats_total", partition="3") == 3
+    assert value(m, "gpuyield_heartbeats_total", partition="5") == 2
+    assert value(m, "gpuyield_heartbeats_total", partition="0") == 0

@@ -13,7 +13,6 @@ from harness import NOW, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Outcome
-from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.shell import (
     OutcomeSinks,
     apply_writes,
@@ -21,7 +20,7 @@ from gpuyield.agents.worker.shell import (
     publish_outcome,
 )
 from gpuyield.schemas.decoding import encode
-from gpuyield.schemas.messages import Heartbeat, KubeEvent, Reservation
+from gpuyield.schemas.messages import KubeEvent, Reservation
 
 CONFIG = ControllerConfig()
 
@@ -93,36 +92,3 @@ def test_an_outcome_is_sent_reservations_first_then_decisions_commands_alerts() 
     topics = [t for t, _ in sent]
     assert topics == sorted(topics, key=["reservations", "decisions", "commands", "alerts"].index)
     assert [k for t, k in sent if t == "commands"] == [c.node.encode() for c in outcome.commands]
-
-
-def beat(job: str, step: int, at: float, progress: float) -> Heartbeat:
-    return Heartbeat(
-        job=job, pod=f"{job.split('/')[1]}-0", step=step, progress=progress, sent_at=at
-    )
-
-
-def test_a_batch_forwards_each_changed_job_once_and_persists_only_what_it_forwards() -> None:
-    table: dict[bytes, object] = {}
-    folder = ProgressFolder(table)
-    changed: dict[str, None] = {}
-    for i in range(5):  # one job beats five times in one batch
-        job = folder.fold(beat("research/sweep-0", 100 + i, NOW + i, 0.10 + i / 1000))
-        if job is not None:
-            changed[job] = None
-    forwarded = folder.forward_changed(changed)
-    assert [(f.job, f.step) for f in forwarded] == [("research/sweep-0", 104)]
-    assert table[b"research/sweep-0"]["step"] == 104  # type: ignore[index]
-    # A beat that moves nothing that matters is folded but neither forwarded nor written.
-    folder.fold(beat("research/sweep-0", 105, NOW + 10, 0.1045))
-    assert folder.forward_changed({"research/sweep-0": None}) == []
-    assert table[b"research/sweep-0"]["step"] == 104  # type: ignore[index]
-
-
-def test_a_new_owner_folds_on_from_the_last_forwarded_record() -> None:
-    table: dict[bytes, object] = {}
-    first = ProgressFolder(table)
-    first.fold(beat("research/sweep-0", 100, NOW, 0.1))
-    first.forward_changed({"research/sweep-0": None})
-    second = ProgressFolder(table)  # after a rebalance: nothing in memory
-    assert second.fold(beat("research/sweep-0", 100, NOW, 0.1)) is None  # a redelivery
-    assert second.fold(beat("research/sweep-0", 200, NOW + 30, 0.2)) == "research/sweep-0"
