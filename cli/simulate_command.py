@@ -113,14 +113,17 @@ def simulate_command(
         ),
     ] = None,
     heartbeat_s: Annotated[
-        float,
+        float | None,
         typer.Option(
-            min=1.0, help="With --archive: a running job's heartbeat period (plus checkpoints)."
+            min=1.0,
+            help="With --archive: a running job's heartbeat period, plus one per checkpoint "
+            "(default 600).",
         ),
-    ] = 600.0,
+    ] = None,
     tick_s: Annotated[
-        float, typer.Option(min=0.1, help="With --archive: the workers' tick period.")
-    ] = 60.0,
+        float | None,
+        typer.Option(min=0.1, help="With --archive: the workers' tick period (default 60)."),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -147,7 +150,14 @@ def simulate_command(
             report.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"--report {report}: cannot create the directory: {exc}")
-    logs = _archives(archive, names, config, LogOptions(heartbeat_s=heartbeat_s, tick_s=tick_s))
+    if archive is None and (heartbeat_s is not None or tick_s is not None):
+        fail("--heartbeat-s and --tick-s: only meaningful with --archive")
+    defaults = LogOptions()
+    options = LogOptions(
+        heartbeat_s=defaults.heartbeat_s if heartbeat_s is None else heartbeat_s,
+        tick_s=defaults.tick_s if tick_s is None else tick_s,
+    )
+    logs = _archives(archive, names, config, options)
     console = Console(stderr=True)
     results: dict[str, PolicyResult] = {}
     with Progress(

@@ -11,6 +11,7 @@ victims it picks are jobs the log shows running where it says, and
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import random
@@ -20,10 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from gpuyield.agents.controller.replay import Derivation, derive
-from gpuyield.agents.simulator import run_policy
+from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
 from gpuyield.agents.simulator.event_log import (
     HEARTBEATS,
     KUBE_EVENTS,
@@ -32,7 +35,11 @@ from gpuyield.agents.simulator.event_log import (
     EventLog,
     LogMessage,
     LogOptions,
+    Progress,
+    progress_at,
 )
+from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.state import Phase, SimJob, SimPod
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli import app
 from gpuyield.replay_command import read_record  # the CLI's own reading of an archive
@@ -334,3 +341,51 @@ def test_simulate_writes_one_archive_per_policy_and_never_over_another(tmp_path:
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 2
     assert "already holds gpuyield.kube-events: write to a new directory" in again.output
+
+
+def test_the_tick_and_heartbeat_periods_need_an_archive() -> None:
+    result = CliRunner().invoke(app, ["simulate", "--days", "0.1", "--tick-s", "5"])
+    assert result.exit_code == 2
+    assert "--heartbeat-s and --tick-s: only meaningful with --archive" in result.output
+
+
+@given(
+    running_pods=st.integers(0, 4),
+    work=st.floats(0, 3600),
+    run_clock=st.floats(0, 7200),
+    interval=st.floats(60, 3600),
+    dt=st.floats(0, 20_000),
+)
+def test_a_jobs_work_read_between_changes_is_what_the_engine_would_compute(
+    running_pods: int, work: float, run_clock: float, interval: float, dt: float
+) -> None:
+    """``progress_at`` reads the engine's own arithmetic without advancing the job."""
+    spec = JobSpec(
+        name="shared-00001",
+        queue="shared",
+        kind=JobKind.SHARED,
+        submit_s=0.0,
+        pods=4,
+        gpus_per_pod=8,
+        min_available=2,
+        duration_s=10_000.0,
+        checkpoint_interval_s=interval,
+        priority=100,
+    )
+    job = SimJob(
+        spec=spec,
+        pods=[SimPod(i, node=i if i < running_pods else None) for i in range(4)],
+        phase=Phase.RUNNING,
+        work=work,
+        checkpoint_work=work / 2,
+        last_update=1000.0,
+        run_clock=run_clock,
+        last_checkpoint_at=900.0,
+    )
+    read = progress_at(job, 1000.0 + dt)
+    sim = Simulation(SCENARIO, [], POLICIES["volcano-gang"](SCENARIO))
+    advanced = copy.deepcopy(job)
+    sim.now = 1000.0 + dt
+    sim._advance(advanced)
+    assert read == Progress(advanced.work, advanced.checkpoint_work, advanced.last_checkpoint_at)
+    assert job.work == work  # read, not advanced
