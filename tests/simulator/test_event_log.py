@@ -29,6 +29,7 @@ from gpuyield.agents.controller.replay import Derivation, derive
 from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
 from gpuyield.agents.simulator.event_log import (
     HEARTBEATS,
+    JOB_PROGRESS,
     KUBE_EVENTS,
     TOPICS,
     YIELD_ACKS,
@@ -39,6 +40,7 @@ from gpuyield.agents.simulator.event_log import (
     progress_at,
 )
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
+from gpuyield.agents.simulator.recorded import recorded_workload
 from gpuyield.agents.simulator.state import Phase, SimJob, SimPod
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.cli import app
@@ -49,6 +51,7 @@ from gpuyield.schemas.labels import JOB_LABEL
 from gpuyield.schemas.messages import (
     CommandAction,
     Heartbeat,
+    JobProgress,
     KubeEvent,
     KubeEventType,
     KubeKind,
@@ -389,3 +392,28 @@ def test_a_jobs_work_read_between_changes_is_what_the_engine_would_compute(
     sim._advance(advanced)
     assert read == Progress(advanced.work, advanced.checkpoint_work, advanced.last_checkpoint_at)
     assert job.work == work  # read, not advanced
+
+
+def test_the_log_can_be_simulated_again_with_its_cluster_and_jobs(
+    gpuyield_run: tuple[Any, list[LogMessage]],
+) -> None:
+    """``simulate --from-archive`` on a simulated log: the closed loop gets the same pool."""
+    messages = gpuyield_run[1]
+    progress = [decode(JobProgress, m.value) for m in messages if m.topic == JOB_PROGRESS]
+    found = recorded_workload(kube_events(messages), progress, SCENARIO)
+    assert (found.scenario.nodes, found.scenario.gpus_per_node) == (8, GPUS_PER_NODE)
+    assert found.scenario.queues == SCENARIO.queues
+    submitted = generate(SCENARIO, random.Random(SCENARIO.seed))
+    horizon = SCENARIO.days * 86400
+    assert {j.name.split("/", 1)[1] for j in found.jobs} == {
+        j.name for j in submitted if j.submit_s <= horizon
+    }
+    by_name = {j.name: j for j in submitted}
+    for job in found.jobs:
+        original = by_name[job.name.split("/", 1)[1]]
+        assert (job.queue, job.pods, job.gpus_per_pod, job.priority) == (
+            original.queue,
+            original.pods,
+            original.gpus_per_pod,
+            original.priority,
+        )
