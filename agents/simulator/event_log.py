@@ -322,7 +322,7 @@ class EventLog:
             seen = state.pods[pod.index]
             if pod.node is None and not wants:
                 continue
-            out[("Pod", str(pod.index))] = objects.pod(
+            out[("Pod", f"{pod.index:06d}/{seen.incarnation}")] = objects.pod(
                 namespace,
                 name,
                 pod.index,
@@ -369,6 +369,12 @@ class EventLog:
     def _publish(self, job: SimJob, state: _Job, now: float) -> None:
         current = self._objects(job, state, now)
         self._changes(state.published, current, now)
+        for kind, name in state.published:
+            if kind == "Pod" and (kind, name) not in current:
+                index, incarnation = (int(part) for part in name.split("/"))
+                seen = state.pods[index]
+                if seen.incarnation == incarnation:
+                    seen.incarnation += 1  # deleted while its job wanted none: new when back
         if job.phase in (Phase.DONE, Phase.FAILED) and not job.holding():
             # Finished, its pods gone: deleted once its final phase was seen
             # (ttlSecondsAfterFinished: 0).
@@ -382,15 +388,17 @@ class EventLog:
         current: dict[tuple[str, str], k.Object],
         now: float,
     ) -> None:
-        for key in sorted(current, key=lambda key: (_ORDER[key[0]], key[1])):
-            if before.get(key) != current[key]:
-                kind = KubeEventType.ADDED if key not in before else KubeEventType.MODIFIED
-                self._kube(current[key], now, kind)
+        """Deletions first (pods, PodGroup, Job), then additions and changes (Job, pods,
+        PodGroup): a pod created again under its name (a new uid) follows its deletion."""
         for key in sorted(
             (key for key in before if key not in current),
             key=lambda key: (_ORDER[key[0]] == 0, key),
         ):
             self._kube(before[key], now, KubeEventType.DELETED)
+        for key in sorted(current, key=lambda key: (_ORDER[key[0]], key[1])):
+            if before.get(key) != current[key]:
+                kind = KubeEventType.ADDED if key not in before else KubeEventType.MODIFIED
+                self._kube(current[key], now, kind)
 
     # -- heartbeats and ticks -----------------------------------------------------------
 

@@ -139,6 +139,14 @@ def gpuyield_run() -> tuple[Any, list[LogMessage]]:
     return simulate("gpuyield")
 
 
+@pytest.fixture(scope="module", params=["gpuyield", "volcano-native"])
+def any_run(
+    request: pytest.FixtureRequest, gpuyield_run: tuple[Any, list[LogMessage]]
+) -> tuple[Any, list[LogMessage]]:
+    """A graceful run and a stock one (its kills restart jobs: pods deleted and created)."""
+    return gpuyield_run if request.param == "gpuyield" else simulate(request.param)
+
+
 @pytest.fixture(scope="module")
 def gpuyield_archive(
     gpuyield_run: tuple[Any, list[LogMessage]], tmp_path_factory: pytest.TempPathFactory
@@ -166,23 +174,29 @@ def test_the_same_run_writes_the_same_log() -> None:
 
 
 def test_every_object_is_added_before_it_changes_and_is_gone_after_it_is_deleted(
-    gpuyield_run: tuple[Any, list[LogMessage]],
+    any_run: tuple[Any, list[LogMessage]],
 ) -> None:
-    present: set[str] = set()
-    for event in kube_events(gpuyield_run[1]):
+    present: dict[str, str | None] = {}  # key -> uid
+    uids: set[str] = set()
+    for event in kube_events(any_run[1]):
+        uid = event.object["metadata"].get("uid")
         if event.type is KubeEventType.ADDED:
             assert event.key not in present, f"{event.key} added twice"
-            present.add(event.key)
+            assert uid is None or uid not in uids, f"{event.key} created again with its old uid"
+            present[event.key] = uid
+            if uid is not None:
+                uids.add(uid)
         else:
             assert event.key in present, f"{event.type} of {event.key}, never added"
+            assert present[event.key] == uid, f"{event.key} changed its uid without a deletion"
             if event.type is KubeEventType.DELETED:
-                present.remove(event.key)
+                del present[event.key]
     kinds = {key.split("/", 1)[0] for key in present}
     assert kinds <= {"Node", "Queue", "Job", "Pod", "PodGroup"}
 
 
 def test_no_node_ever_holds_more_gpus_than_it_has(
-    gpuyield_run: tuple[Any, list[LogMessage]],
+    any_run: tuple[Any, list[LogMessage]],
 ) -> None:
     nodes: set[str] = set()
     pods: dict[str, tuple[str, int]] = {}
@@ -199,7 +213,7 @@ def test_no_node_ever_holds_more_gpus_than_it_has(
         busiest = max(busiest, *used.values(), 0)
 
     at = None
-    for event in kube_events(gpuyield_run[1]):
+    for event in kube_events(any_run[1]):
         if event.observed_at != at:
             check()  # between instants: within one, a pod may come before another goes
             at = event.observed_at
