@@ -258,7 +258,7 @@ class ArchiveWriter:
         partitions: Mapping[str, int],
         partition: Callable[[bytes, int], int],
         *,
-        flush_records: int = 50_000,
+        flush_records: int = 10_000,
     ) -> None:
         if flush_records < 1:
             raise ValueError("flush_records must be >= 1")
