@@ -232,6 +232,9 @@ def _print_report(report: ReplayReport, as_json: bool, show_all: bool) -> None:
     )
     for mismatch in report.state_mismatches:
         console.print(f"[red]state differs[/red]: {mismatch}")
+    if report.alerts:
+        raised = ", ".join(f"{n} {kind}" for kind, n in report.alerts.items())
+        console.print(f"alerts the replayed steps raised: {raised}")
     shown = [i for i in report.items if show_all or i.status != "identical"]
     if shown:
         table = Table()

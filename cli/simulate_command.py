@@ -30,6 +30,8 @@ from rich.table import Table
 
 from gpuyield.agents.simulator import DEFAULT_POLICIES, POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
+from gpuyield.agents.simulator.event_log import TOPICS as LOG_TOPICS
+from gpuyield.agents.simulator.event_log import EventLog, LogMessage, LogOptions
 from gpuyield.agents.simulator.jobs import JobSpec
 from gpuyield.agents.simulator.recorded import NothingRecorded, RecordedWorkload, recorded_workload
 from gpuyield.agents.simulator.scenario_file import read_scenario_file
@@ -45,9 +47,9 @@ from gpuyield.schemas.messages import JobProgress, KubeEvent
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 from gpuyield.service_io import traced_settings_or_fail
-from gpuyield.streams.archive import Archive
+from gpuyield.streams.archive import Archive, ArchiveWriter
 from gpuyield.streams.settings import knob_error_line
-from gpuyield.streams.topics import JOB_PROGRESS, KUBE_EVENTS
+from gpuyield.streams.topics import JOB_PROGRESS, KUBE_EVENTS, registry
 
 
 def simulate_command(
@@ -102,6 +104,26 @@ def simulate_command(
             "the closed-loop counterpart of gpuyield replay --policy.",
         ),
     ] = None,
+    archive: Annotated[
+        str | None,
+        typer.Option(
+            "--archive",
+            help="Write each policy's run as the controller's input messages, in gpuyield "
+            "archive's format, to DIR/<policy> (a new directory each).",
+        ),
+    ] = None,
+    heartbeat_s: Annotated[
+        float | None,
+        typer.Option(
+            min=1.0,
+            help="With --archive: a running job's heartbeat period, plus one per checkpoint "
+            "(default 600).",
+        ),
+    ] = None,
+    tick_s: Annotated[
+        float | None,
+        typer.Option(min=0.1, help="With --archive: the workers' tick period (default 60)."),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -128,6 +150,14 @@ def simulate_command(
             report.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             fail(f"--report {report}: cannot create the directory: {exc}")
+    if archive is None and (heartbeat_s is not None or tick_s is not None):
+        fail("--heartbeat-s and --tick-s: only meaningful with --archive")
+    defaults = LogOptions()
+    options = LogOptions(
+        heartbeat_s=defaults.heartbeat_s if heartbeat_s is None else heartbeat_s,
+        tick_s=defaults.tick_s if tick_s is None else tick_s,
+    )
+    logs = _archives(archive, names, config, options)
     console = Console(stderr=True)
     results: dict[str, PolicyResult] = {}
     with Progress(
@@ -144,7 +174,16 @@ def simulate_command(
             def advance(done: float, task: TaskID = task) -> None:
                 progress.update(task, completed=done)
 
-            results[name] = run_policy(chosen, jobs, name, advance, config=knobs)
+            log = logs.get(name)
+            try:
+                results[name] = run_policy(
+                    chosen, jobs, name, advance, config=knobs, observer=log.events if log else None
+                )
+            finally:
+                if log is not None:
+                    log.close()
+            if log is not None and not as_json:
+                sys.stderr.write(f"{log.summary()}\n")
     if report is not None:
         try:
             written = write_report(report, chosen, results)
@@ -174,6 +213,58 @@ def simulate_command(
         return
     warmup = sum(1 for job in jobs if job.submit_s < 0)
     _table(Console(), chosen, results, len(jobs) - warmup, warmup, dropped)
+
+
+class _ArchiveLog:
+    """One policy's event log written to its archive directory."""
+
+    def __init__(self, url: str, writer: ArchiveWriter, options: LogOptions, prefix: str) -> None:
+        self.url = url
+        self.writer = writer
+        self.prefix = prefix
+        self.events = EventLog(self._add, options)
+
+    def _add(self, message: LogMessage) -> None:
+        self.writer.add(
+            self.prefix + message.topic, message.key, message.value, round(message.at * 1000)
+        )
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def summary(self) -> str:
+        counts = ", ".join(
+            f"{n:,} {t.removeprefix('gpuyield.')}" for t, n in self.events.counts.items()
+        )
+        return (
+            f"{self.url}: {sum(self.events.counts.values()):,} messages ({counts}), "
+            f"{self.writer.bytes_written:,} bytes in {len(self.writer.written)} files"
+        )
+
+
+def _archives(
+    url: str | None, names: list[str], config: Path | None, options: LogOptions
+) -> dict[str, _ArchiveLog]:
+    """A writer per policy at ``url/<policy>``; exit 2 when one cannot be written there."""
+    if url is None:
+        return {}
+    from gpuyield.streams.partitioning import partition_for
+
+    settings = traced_settings_or_fail(config).settings
+    layout = {spec.name: spec.partitions for spec in registry(settings.topic_partitions)}
+    logs: dict[str, _ArchiveLog] = {}
+    for name in names:
+        where = f"{url.rstrip('/')}/{name}"
+        try:
+            writer = ArchiveWriter(
+                Archive(where),
+                {settings.topic_prefix + topic: layout[topic] for topic in LOG_TOPICS},
+                lambda key, count: partition_for(key, range(count)),
+            )
+        except (OSError, ValueError) as exc:
+            fail(f"--archive {where}: {exc}")
+        logs[name] = _ArchiveLog(where, writer, options, settings.topic_prefix)
+    return logs
 
 
 def _knobs(config: Path | None) -> ControllerConfig:

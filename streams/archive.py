@@ -239,6 +239,66 @@ def _write_local(directory: str, path: str, data: bytes) -> None:
         os.close(descriptor)
 
 
+class ArchiveWriter:
+    """Writes messages produced elsewhere (no broker) as an archive, ``gpuyield archive``'s files.
+
+    For ``gpuyield simulate --archive``: each message gets the next offset of
+    its topic partition, from 0, and a partition's file is written once it
+    holds ``flush_records`` messages (and the rest on ``close``), so memory
+    stays bounded however long the run. ``partitions`` gives each topic's
+    partition count (the deployment's layout); a keyed message goes to the
+    partition Kafka's default partitioner would pick (``partition``). An
+    archive directory that already holds any of the topics is refused: its
+    offsets would collide.
+    """
+
+    def __init__(
+        self,
+        archive: Archive,
+        partitions: Mapping[str, int],
+        partition: Callable[[bytes, int], int],
+        *,
+        flush_records: int = 10_000,
+    ) -> None:
+        if flush_records < 1:
+            raise ValueError("flush_records must be >= 1")
+        for topic in partitions:
+            if archive.fs.exists(f"{archive.root}/{topic}"):
+                raise ValueError(f"{archive.url} already holds {topic}: write to a new directory")
+        self.archive = archive
+        self.partitions = dict(partitions)
+        self._partition = partition
+        self.flush_records = flush_records
+        self._next: dict[tuple[str, int], int] = {}
+        self._pending: dict[tuple[str, int], list[ArchivedMessage]] = {}
+        self.written: list[str] = []
+        self.bytes_written = 0
+
+    def add(self, topic: str, key: bytes, value: bytes, timestamp_ms: int) -> None:
+        count = self.partitions.get(topic)
+        if count is None:
+            raise ValueError(f"{topic}: not a topic of this archive")
+        partition = self._partition(key, count) if count > 1 else 0
+        where = (topic, partition)
+        offset = self._next.get(where, 0)
+        self._next[where] = offset + 1
+        pending = self._pending.setdefault(where, [])
+        pending.append(ArchivedMessage(topic, partition, offset, timestamp_ms, key, value))
+        if len(pending) >= self.flush_records:
+            self._flush(where)
+
+    def _flush(self, where: tuple[str, int]) -> None:
+        pending = self._pending.pop(where, None)
+        if pending:
+            path = self.archive.write(pending)
+            self.written.append(path)
+            self.bytes_written += int(self.archive.fs.size(path))
+
+    def close(self) -> None:
+        for where in sorted(self._pending):
+            self._flush(where)
+
+
 @dataclass
 class _Pending:
     messages: list[ArchivedMessage] = field(default_factory=list)

@@ -88,7 +88,11 @@ class YieldRecord(_Report):
     command_id: str
     action: str
     node: str
-    issued_at: float
+    issued_at: float = Field(
+        description="When the command was issued; without a recorded command (an ack alone, "
+        "as in a simulated run's log), when the yield began: the ack's time less its seconds."
+    )
+    command_recorded: bool = True
     pods: tuple[str, ...] = ()
     outcome: str | None = None
     acked_at: float | None = None
@@ -221,6 +225,7 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
     commands: dict[str, YieldCommand] = {}
     acks: dict[str, YieldAck] = {}
     suspended: list[float] = []
+    aborted: list[float] = []  # the Volcano Job's own Aborted phase, as watched
     alerts: list[str] = []
     ordered = sorted(recorded, key=lambda r: (r.timestamp_ms or 0, r.topic, r.partition, r.offset))
     for item in ordered:
@@ -245,6 +250,8 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
                     started = message.observed_at
                 if phase in FINISHED_PHASES:
                     finished, final = message.observed_at, str(phase)
+                if phase == "Aborted" and (not aborted or aborted[-1] != message.observed_at):
+                    aborted.append(message.observed_at)
             elif message.kind is KubeKind.POD_GROUP:
                 phase = (message.object.get("status") or {}).get("phase")
                 if phase == "Running" and started is None:
@@ -312,6 +319,28 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
                 suspended.append(ack.acked_at)
             if ack.checkpoint_step is not None:
                 last_checkpoint_step = ack.checkpoint_step
+    for ack in sorted(acks.values(), key=lambda a: (a.acked_at, a.command_id)):
+        if ack.command_id in commands or ack.outcome is YieldOutcome.RESUMED:
+            continue
+        # An ack whose command is not on the record (a simulated run's log records no
+        # command): the yield is still the node agent's word.
+        yields.append(
+            YieldRecord(
+                command_id=ack.command_id,
+                action=CommandAction.YIELD.value,
+                node=ack.node,
+                issued_at=max(0.0, ack.acked_at - ack.seconds_taken),
+                command_recorded=False,
+                outcome=ack.outcome.value,
+                acked_at=ack.acked_at,
+                seconds_taken=ack.seconds_taken,
+                gpu_seconds_lost=ack.gpu_seconds_lost,
+                checkpoint_step=ack.checkpoint_step,
+            )
+        )
+    yields.sort(key=lambda y: (y.issued_at, y.command_id))
+    if not suspended:
+        suspended = aborted  # no whole-job yield on the record: Volcano's word for it
     progress = Progress(
         heartbeats=beats,
         first_step=first_step,

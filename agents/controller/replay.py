@@ -129,6 +129,8 @@ class Derivation:
     """The inputs of the compared steps."""
     state_checks: int = 0
     state_mismatches: list[str] = field(default_factory=list)
+    alerts: dict[str, int] = field(default_factory=dict)
+    """Alerts the compared steps raised, by kind (an invalid-input one says the record is)."""
     journalled: bool = True
     config: ControllerConfig | None = None
 
@@ -141,6 +143,9 @@ class ReplayReport(_Report):
     rejected_inputs: int
     state_checks: int
     state_mismatches: tuple[str, ...] = ()
+    alerts: dict[str, int] = Field(
+        default_factory=dict, description="Alerts the compared steps raised, by kind."
+    )
     items: tuple[Compared, ...] = ()
 
     @property
@@ -252,6 +257,8 @@ def derive(
             continue
         out.compared_steps += 1
         out.origins.add(entry.origin)
+        for alert in outcome.alerts:
+            out.alerts[alert.kind.value] = out.alerts.get(alert.kind.value, 0) + 1
         for decision in outcome.decisions:
             out.decisions.setdefault(decision.decision_id, decision)
         for command in outcome.commands:
@@ -333,6 +340,7 @@ def compare(record: RunRecord, derivation: Derivation) -> ReplayReport:
         rejected_inputs=derivation.rejected,
         state_checks=derivation.state_checks,
         state_mismatches=tuple(derivation.state_mismatches),
+        alerts=dict(sorted(derivation.alerts.items())),
         items=tuple(items),
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER
-from gpuyield.agents.simulator.engine import PreemptionPolicy, Simulation
+from gpuyield.agents.simulator.engine import Observer, PreemptionPolicy, Simulation
 from gpuyield.agents.simulator.gpuyield_policy import GpuyieldPolicy
 from gpuyield.agents.simulator.gpuyield_unreserved import GpuyieldUnreserved
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
@@ -59,16 +59,18 @@ def run_policy(
     on_progress: Callable[[float], None] | None = None,
     *,
     config: ControllerConfig = DEFAULT_CONTROLLER,
+    observer: Observer | None = None,
 ) -> PolicyResult:
     """Simulate ``jobs`` on ``scenario``'s cluster under one named policy.
 
     ``config`` holds gpuyield's knobs beyond the scenario's ``policy`` (planner
     budget, demand retry and backoff); the default is the simulator's own.
+    ``observer`` watches the run (``event_log.EventLog``) without changing it.
     """
     try:
         make = POLICIES[policy]
     except KeyError:
         raise ValueError(f"unknown policy '{policy}' (choose from {', '.join(POLICIES)})") from None
-    sim = Simulation(scenario, jobs, make(scenario, config))
+    sim = Simulation(scenario, jobs, make(scenario, config), observer=observer)
     sim.run(on_progress)
     return measure(sim)

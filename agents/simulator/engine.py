@@ -103,6 +103,21 @@ class PreemptionPolicy(Protocol):
         ...
 
 
+class Observer(Protocol):
+    """Watches a run without changing it (``gpuyield simulate --archive``'s event log).
+
+    ``advance`` is called before the clock moves to ``t`` (``sim.now`` is still
+    the instant just played, and ``sim.touched`` holds the jobs whose pods or
+    phase changed in it); ``finish`` once the run is over. An observer reads
+    the simulation and clears ``sim.touched``; it never writes anything else,
+    so a run's figures are the same with or without one.
+    """
+
+    def advance(self, sim: Simulation, t: float) -> None: ...
+
+    def finish(self, sim: Simulation) -> None: ...
+
+
 @dataclass
 class Tally:
     """Running totals behind the metrics."""
@@ -131,8 +146,12 @@ class Simulation:
         policy: PreemptionPolicy,
         *,
         preemption_rounds_per_cycle: int = 3,
+        observer: Observer | None = None,
     ) -> None:
         self.scenario = scenario
+        self.observer = observer
+        self.touched: set[str] = set()
+        """Jobs whose pods or phase changed since the observer last looked (with one)."""
         self.policy = policy
         self.horizon = scenario.days * 86400.0
         self.cluster = Cluster.of(scenario.nodes, scenario.gpus_per_node)
@@ -173,10 +192,14 @@ class Simulation:
             t, _, kind, payload = heapq.heappop(self._heap)
             if t > self.horizon:
                 break
+            if self.observer is not None and t > self.now:
+                self.observer.advance(self, t)
             self.now = t
             if not self._window_open and t >= 0:
                 self._open_window()
             self._handle(Event(kind), payload)
+        if self.observer is not None:
+            self.observer.advance(self, self.horizon)
         self.now = self.horizon
         if not self._window_open:
             self._open_window()
@@ -187,6 +210,8 @@ class Simulation:
             for job in self.order
             if job.phase is not Phase.FAILED
         )
+        if self.observer is not None:
+            self.observer.finish(self)
         return self.tally
 
     @property
@@ -222,6 +247,10 @@ class Simulation:
         """Done or Failed: forget the job once its last pod has let go of its GPUs."""
         if not job.holding():
             self._active.pop(job.name, None)
+
+    def _touch(self, job: SimJob) -> None:
+        if self.observer is not None:
+            self.touched.add(job.name)
 
     def _push(self, t: float, kind: Event, payload: object) -> None:
         self._seq += 1
@@ -288,6 +317,7 @@ class Simulation:
         job.phase = Phase.DONE
         job.finished_at = self.now
         job.broken = False
+        self._touch(job)
         for pod in job.holding():
             self._free_pod(job, pod)
         self._ended(job)
@@ -312,6 +342,7 @@ class Simulation:
         self.jobs[spec.name] = job
         self.order.append(job)
         self._active[spec.name] = job
+        self._touch(job)
         self._dirty()
 
     def _place_pod(self, job: SimJob, pod: SimPod, node: int) -> None:
@@ -326,6 +357,7 @@ class Simulation:
                 del self.cluster.reserved[node]
         pod.node = node
         job.unplaced -= 1
+        self._touch(job)
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] += gpus
 
@@ -338,6 +370,7 @@ class Simulation:
         if pod.releasing_until is not None:
             pod.releasing_until = None
             job.releasing -= 1
+        self._touch(job)
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] -= gpus
 
@@ -350,6 +383,7 @@ class Simulation:
                 self._free_pod(job, pod)
         if job.phase in (Phase.DONE, Phase.FAILED):
             self._ended(job)
+        self._touch(job)
         if job.yielding and not job.releasing:
             job.yielding = False
             if not job.placed():
@@ -403,6 +437,7 @@ class Simulation:
     def _started(self, job: SimJob) -> None:
         """Pods were placed: a job that now runs its gang (re)starts or grows."""
         running = len(job.placed())
+        self._touch(job)
         if running < job.spec.min_available:
             job.phase = Phase.RUNNING
             return
@@ -621,6 +656,7 @@ class Simulation:
                 pod.releasing_until = until
                 job.releasing += 1
                 released.append(index)
+        self._touch(job)
         if released:
             self._push(until, Event.RELEASE, (job.name, tuple(released)))
 

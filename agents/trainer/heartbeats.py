@@ -4,7 +4,8 @@ A step may run on hundreds of GPUs; a broker that is slow, down or unreachable
 must cost it nothing. ``publish`` appends to a bounded buffer and returns;
 a daemon thread drains the buffer into the sink. When the buffer is full the
 oldest heartbeat is dropped (the newest says more about progress) and counted,
-so an operator can see how many were lost (``stats``).
+so an operator can see how many were lost (``stats``); the first drop of a run
+of drops is logged (once, until a heartbeat gets through again).
 
 Sinks run only on that thread, one heartbeat at a time, so a sink needs no
 locking and may block (the Kafka sink waits for the broker's acknowledgement).
@@ -61,6 +62,7 @@ class HeartbeatPublisher:
         self._sent = 0
         self._dropped = 0
         self._failed = 0
+        self._dropping = False  # a drop was logged and no heartbeat got through since
         self._thread = threading.Thread(target=self._drain, name="gpuyield-heartbeats", daemon=True)
         self._thread.start()
 
@@ -71,11 +73,18 @@ class HeartbeatPublisher:
                 self._dropped += 1
                 return
             self._published += 1
+            dropped_first = False
             if len(self._buffer) >= self._capacity:
                 self._buffer.popleft()
                 self._dropped += 1
+                dropped_first, self._dropping = not self._dropping, True
             self._buffer.append(heartbeat)
         self._wake.set()
+        if dropped_first:
+            logger.warning(
+                "heartbeat buffer full (%d): the sink is slow or failing; dropping the oldest",
+                self._capacity,
+            )
 
     @property
     def stats(self) -> PublisherStats:
@@ -131,6 +140,7 @@ class HeartbeatPublisher:
                 else:
                     with self._lock:
                         self._sent += 1
+                        self._dropping = False
             with self._lock:
                 if self._stopping and not self._buffer:
                     break

@@ -220,3 +220,46 @@ def test_the_rounds_that_skipped_a_demand_are_in_its_history_with_their_reason()
     assert found.considered[1].rule == (
         "skipped-yielding: the victims of its previous round are still leaving"
     )
+
+
+def job_phase(phase: str, at: float, offset: int) -> Recorded:
+    job = {
+        "kind": "Job",
+        "metadata": {"name": "sweep-0", "namespace": "research"},
+        "status": {"state": {"phase": phase}},
+    }
+    event = KubeEvent(
+        type=KubeEventType.MODIFIED,
+        kind=KubeKind.JOB,
+        namespace="research",
+        name="sweep-0",
+        object=job,
+        observed_at=at,
+    )
+    return recorded("gpuyield.kube-events", at, encode(event), offset)
+
+
+def test_an_ack_whose_command_is_not_on_the_record_is_still_a_yield() -> None:
+    """A simulated run's log (``gpuyield simulate --archive``) records acks, no commands."""
+    ack = YieldAck(
+        command_id="sim-1",
+        node="node-003",
+        job=VICTIM,
+        outcome=YieldOutcome.CHECKPOINTED,
+        checkpoint_step=4372,
+        seconds_taken=60.0,
+        acked_at=NOW + 60,
+    )
+    record = [
+        submitted_job(),
+        job_phase("Running", NOW - 600, 1),
+        recorded("gpuyield.yield-acks", ack.acked_at, encode(ack)),
+        job_phase("Aborted", NOW + 60, 2),
+    ]
+    found = history(VICTIM, record)
+    assert found is not None
+    [y] = found.yields
+    assert (y.node, y.outcome, y.checkpoint_step) == ("node-003", "checkpointed", 4372)
+    assert y.issued_at == NOW  # when the yield began: the ack's time less its seconds
+    assert y.command_recorded is False
+    assert found.suspended_at == (NOW + 60,)  # the Volcano Job's Aborted phase says so

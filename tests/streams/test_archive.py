@@ -26,8 +26,16 @@ from gpuyield.schemas.messages import (
     KubeKind,
     YieldCommand,
 )
-from gpuyield.streams.archive import Archive, ArchivedMessage, Archiver, extract, to_parquet
+from gpuyield.streams.archive import (
+    Archive,
+    ArchivedMessage,
+    Archiver,
+    ArchiveWriter,
+    extract,
+    to_parquet,
+)
 from gpuyield.streams.metrics import ArchiveMetrics
+from gpuyield.streams.partitioning import partition_for
 from gpuyield.streams.topics import TopicSpec
 
 NOW = 1_764_460_800.0
@@ -117,6 +125,45 @@ def test_a_fsspec_url_is_an_archive_too() -> None:
     archive = Archive("memory://audit-archive")
     archive.write([message(0, beat(0)), message(1, beat(1))])
     assert archive.read().column("offset").to_pylist() == [0, 1]
+
+
+def by_job_hash(key: bytes, partitions: int) -> int:
+    return partition_for(key, range(partitions))
+
+
+def test_a_writer_numbers_each_partitions_messages_and_files_them_by_offset_range(
+    tmp_path: Path,
+) -> None:
+    archive = Archive(str(tmp_path))
+    writer = ArchiveWriter(archive, {"beats": 4, "ticks": 1}, by_job_hash, flush_records=3)
+    jobs = [f"research/sweep-{i}".encode() for i in range(6)]
+    for step in range(5):
+        for job in jobs:
+            writer.add("beats", job, beat(step), 1_700_000_000_000 + step)
+        writer.add("ticks", b"tick", b"{}", 1_700_000_000_000 + step)
+    writer.close()
+
+    rows = archive.read().to_pylist()
+    assert len(rows) == 35
+    for topic, partition in {(r["topic"], r["partition"]) for r in rows}:
+        held = [r for r in rows if (r["topic"], r["partition"]) == (topic, partition)]
+        assert [r["offset"] for r in held] == list(range(len(held)))
+        files = archive.files(topic, partition)
+        assert all(last - first < 3 for first, last, _ in files)  # flushed every 3 rows
+        assert [(f, last) for f, last, _ in files] == [
+            (first, min(first + 2, len(held) - 1)) for first in range(0, len(held), 3)
+        ]
+    for row in rows:  # a job's messages on the partition Kafka's own partitioner picks
+        if row["topic"] == "beats":
+            assert row["partition"] == by_job_hash(row["key"], 4)
+    assert writer.bytes_written == sum(os.path.getsize(path) for path in writer.written)
+
+
+def test_a_writer_refuses_a_directory_that_holds_its_topics(tmp_path: Path) -> None:
+    archive = Archive(str(tmp_path))
+    archive.write([message(0, beat(0))])  # topic "t"
+    with pytest.raises(ValueError, match="already holds t: write to a new directory"):
+        ArchiveWriter(archive, {"t": 1}, by_job_hash)
 
 
 def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
