@@ -119,7 +119,7 @@ def ended(
         return view is None or stale_checkpoint(view, records, now, factor) is None
     if kind in (AlertKind.PENDING_PAST_SLA, AlertKind.SLA_AT_RISK):
         view = seen.views.get(job or "")
-        return view is None or not _pending(view)
+        return view is None or not pending(view)
     if kind is AlertKind.DANGLING_GANG:
         view = seen.views.get(job or "")
         return view is None or not dangling(view)
@@ -137,12 +137,13 @@ def _acked_or_gone(records: Overlay, job: str, subject: tuple[str, ...]) -> bool
 
 def stuck_gangs(views: Mapping[str, cluster.JobView]) -> frozenset[str]:
     """Gangs that hold part of their minimum and that Volcano cannot complete."""
-    out = set()
-    for view in views.values():
-        gang_min = len(view.pods) if view.min_available is None else view.min_available
-        if view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min:
-            out.add(view.name)
-    return frozenset(out)
+    return frozenset(view.name for view in views.values() if stuck(view))
+
+
+def stuck(view: cluster.JobView) -> bool:
+    """``view``'s gang holds part of its minimum (not suspended)."""
+    gang_min = len(view.pods) if view.min_available is None else view.min_available
+    return view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min
 
 
 def dangling(view: cluster.JobView) -> bool:
@@ -175,7 +176,8 @@ def dangling_finding(view: cluster.JobView, since: float, now: float) -> Finding
     )
 
 
-def _pending(view: cluster.JobView) -> bool:
+def pending(view: cluster.JobView) -> bool:
+    """A gang waiting with none of its pods placed (pending-past-SLA, sla-at-risk)."""
     return view.state is JobState.PENDING and view.placed == 0 and bool(view.pods)
 
 
@@ -235,7 +237,7 @@ def conditions(
         budget = sla_budget(view, config)
         if (
             budget is not None
-            and _pending(view)
+            and pending(view)
             and view.submitted_at is not None
             and now - view.submitted_at > budget
         ):
