@@ -64,9 +64,11 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def run(nodes: int, inputs: int, warmup: int, urgent_every: int, seed: int) -> dict[str, Any]:
+def run(
+    nodes: int, inputs: int, warmup: int, urgent_every: int, share: float, seed: int
+) -> dict[str, Any]:
     config = ControllerConfig()
-    stream = Stream(nodes, seed=seed, urgent_every=urgent_every)
+    stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
     started = time.perf_counter()
     table = load(stream, config)
     loaded_s = time.perf_counter() - started
@@ -150,13 +152,21 @@ def main() -> None:
     parser.add_argument("--inputs", type=int, default=20000)
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--urgent-every", type=int, default=2000)
+    parser.add_argument("--unschedulable-share", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
         for r in range(args.runs):
-            result = run(nodes, args.inputs, args.warmup, args.urgent_every, args.seed + r)
+            result = run(
+                nodes,
+                args.inputs,
+                args.warmup,
+                args.urgent_every,
+                args.unschedulable_share,
+                args.seed + r,
+            )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)
     cpu = platform.processor() or platform.machine()

@@ -13,7 +13,9 @@ cluster time:
   the decider keeps, the most common watch event on a real cluster);
 - a job that completes (its pods, PodGroup and Volcano Job deleted);
 - a job submitted: Volcano Job and PodGroup added, then either placed (pods
-  bound, PodGroup Running) or, when no node has room, marked unschedulable;
+  bound, PodGroup Running) or, when no node has room, left waiting (a share
+  ``unschedulable_share`` of them marked unschedulable: demands the decider
+  plans for); a completion lets Volcano place the oldest waiting jobs that fit;
 - now and then an urgent production gang that does not fit: the decider plans
   for it, and the stand-in node agents acknowledge each yield command at its
   deadline and delete the victim's pods; the gang is placed where the decider
@@ -154,6 +156,9 @@ class Stream:
     tick_s: float = 2.0
     urgent_every: int = 2000
     """Inputs between two urgent gangs (each one makes the decider plan)."""
+    unschedulable_share: float = 0.1
+    """The share of the submissions that find no room which Volcano marks unschedulable
+    (demands: the decider plans for each); the others wait in the queue, Pending."""
     rate: float = 0.0
     now: float = NOW
     running: dict[str, _Job] = field(default_factory=dict)
@@ -362,7 +367,8 @@ class Stream:
             self._place(job, nodes)
             return
         self.waiting[job.key] = job
-        self._emit(self._objects(job, unschedulable=True)[1])
+        if self.rng.random() < self.unschedulable_share:
+            self._emit(self._objects(job, unschedulable=True)[1])
 
     def _urgent(self) -> None:
         self.urgent += 1
