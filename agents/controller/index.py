@@ -280,8 +280,10 @@ class RecordIndex:
     def refresh(self, records: Overlay) -> None:
         """Recompute the views of the jobs marked, reading ``records``."""
         config = self.config
-        while self.dirty:
-            name = self.dirty.pop()
+        # A fresh set each time: popping from a set that once held every job (``build``)
+        # scans its emptied slots, a cost that grows with the cluster.
+        dirty, self.dirty = self.dirty, set()
+        for name in dirty:
             view = self._compute(name, records, config)
             old = self._views.pop(name, None)
             was = (name in self.demands, name in self.stuck)
