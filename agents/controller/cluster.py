@@ -328,7 +328,7 @@ def snapshot(
         # Pods on nodes the watch has not delivered (or without GPUs) are left
         # out: the planner can neither free nor use those GPUs.
         staying = tuple(
-            p.model_copy(update={"name": unique(view, p)})
+            _renamed(p, unique(view, p))
             for p in view.pods
             if p.node is None or p.node in known_nodes
         )
@@ -381,6 +381,12 @@ def snapshot(
         queues=tuple(queues[name] for name in sorted(queues)),
         jobs=tuple(jobs_out),
     )
+
+
+def _renamed(pod: Pod, name: str) -> Pod:
+    """``pod`` under ``name``: the same (frozen) pod when the name is its own, as it
+    nearly always is; a copy costs more than the rest of the snapshot's pod."""
+    return pod if pod.name == name else pod.model_copy(update={"name": name})
 
 
 def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:
