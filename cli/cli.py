@@ -90,7 +90,7 @@ COMMANDS: dict[str, LazyCommand] = {
     ),
     "doctor": LazyCommand(
         "gpuyield.doctor_command:doctor_command",
-        "Check a cluster dump for the mistakes that break graceful preemption.",
+        "Check the cluster (or a dump of it) for the mistakes that break graceful preemption.",
     ),
 }
 """Every sub-command, in the order ``--help`` lists them."""

@@ -36,11 +36,23 @@ from rich.table import Table
 from rich.text import Text
 
 from gpuyield.agents.demo.comparison import PRIOR_H, compare
+from gpuyield.agents.demo.drill import (
+    DEFAULT_NODES,
+    EXIT_GRACE_S,
+    GRACE_S,
+    MIN_NODES,
+    PEAK_S,
+    describe_drill,
+    drill_node_agent,
+    drill_scenario,
+)
+from gpuyield.agents.demo.drill_run import Drill
 from gpuyield.agents.demo.pods import find_train_tiny
 from gpuyield.agents.demo.run import Demo, DemoError, DemoOptions, DemoResult, DemoView
 from gpuyield.agents.demo.scenario import SPEED, DemoScenario, demo_scenario, describe
 from gpuyield.agents.demo.tally import LOG_LINES
 from gpuyield.cli_io import fail
+from gpuyield.drill_output import drill_document, print_drill
 from gpuyield.schemas.simulation import PolicyMetrics
 from gpuyield.service_io import traced_settings_or_fail
 from gpuyield.streams.archive import Archive
@@ -72,10 +84,45 @@ def demo_command(
             help="Keep the run's archive in DIR (or an fsspec URL), for gpuyield audit and replay.",
         ),
     ] = None,
+    drill: Annotated[
+        bool,
+        typer.Option(
+            "--drill",
+            help="Run seed 001's pre-peak drill instead: an online burst of 64 GPUs reclaimed "
+            "from offline research; prints the timeline and each budget; exit 1 if one is missed.",
+        ),
+    ] = False,
+    nodes: Annotated[
+        int, typer.Option(min=MIN_NODES, max=1024, help="--drill: nodes of 8 GPUs in the cluster.")
+    ] = DEFAULT_NODES,
+    grace_s: Annotated[
+        float,
+        typer.Option(
+            "--grace", min=1.0, max=60.0, help="--drill: the yields' checkpoint grace, seconds."
+        ),
+    ] = GRACE_S,
+    peak_s: Annotated[
+        float,
+        typer.Option("--peak", min=5.0, max=600.0, help="--drill: how long the burst serves."),
+    ] = PEAK_S,
+    exit_grace_s: Annotated[
+        float,
+        typer.Option(
+            "--exit-grace",
+            min=0.0,
+            max=60.0,
+            help="--drill: from a victim's checkpoint to its kill if it has not exited, seconds.",
+        ),
+    ] = EXIT_GRACE_S,
 ) -> None:
     """Run gpuyield end to end on this machine: a simulated Volcano cluster, real yields."""
-    rng = random.Random(seed)  # noqa: S311 -- a seeded workload, not security
-    scenario = demo_scenario(rng, seed=seed, duration_s=duration_s)
+    if drill:
+        scenario = drill_scenario(nodes, seed=seed, peak_s=peak_s, grace_s=grace_s)
+        lines = describe_drill(scenario, exit_grace_s)
+    else:
+        rng = random.Random(seed)  # noqa: S311 -- a seeded workload, not security
+        scenario = demo_scenario(rng, seed=seed, duration_s=duration_s)
+        lines = describe(scenario)
     train_tiny, note = find_train_tiny()
     # The settings are checked like every command's (a bad value: exit 2, one line), but the
     # demo uses only the state directory of them; it runs its own deployment
@@ -96,14 +143,18 @@ def demo_command(
             f"note: {note}", style="yellow", markup=False, highlight=False, soft_wrap=True
         )
     if not as_json:
-        for line in describe(scenario):
+        for line in lines:
             console.print(line, style="dim", markup=False, highlight=False, soft_wrap=True)
     if archive is not None:
         try:
             Archive(archive)
         except (ValueError, ImportError, OSError) as exc:
             fail(f"--archive {archive}: {exc}")
-    demo = Demo(DemoOptions(scenario, workdir, train_tiny, archive))
+    node_agent = drill_node_agent(exit_grace_s) if drill else None
+    options = DemoOptions(scenario, workdir, train_tiny, archive, node_agent)
+    demo = Drill(options) if drill else Demo(options)
+    error: str | None = None
+    result: DemoResult | None = None
     try:
         result = asyncio.run(_play(demo, console, quiet=as_json))
     except KeyboardInterrupt:
@@ -111,10 +162,22 @@ def demo_command(
         shutil.rmtree(workdir, ignore_errors=True)
         raise typer.Exit(130) from None
     except DemoError as exc:
-        fail(f"demo: {exc} (logs in {workdir})")
+        if not isinstance(demo, Drill):
+            fail(f"demo: {exc} (logs in {workdir})")
+        error = f"{exc} (logs in {workdir})"  # the drill still reports what it measured
     except (EmbeddedServiceError, KafkaError, RedisError, OSError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         fail(f"demo: {first} (logs in {workdir})")
+    if isinstance(demo, Drill):
+        _finish_drill(demo, console, as_json=as_json, error=error, archive=archive)
+        if error is None and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        elif keep:
+            console.print(f"kept {workdir}", style="dim")
+        if error is not None or not demo.report().passed:
+            raise typer.Exit(1)
+        return
+    assert result is not None
     simulated, metrics = compare(scenario)
     days = simulated.days
     if as_json:
@@ -133,6 +196,24 @@ def demo_command(
         console.print(f"kept {workdir}", style="dim")
     else:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _finish_drill(
+    drill: Drill, console: Console, *, as_json: bool, error: str | None, archive: str | None
+) -> None:
+    """The drill's timeline and budgets (also after a failed run: what it measured)."""
+    report = drill.report()
+    scenario = drill.options.scenario
+    wall_s = drill.view().elapsed_s
+    if as_json:
+        document = drill_document(scenario, report, drill.tally, wall_s, error)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+    else:
+        print_drill(Console(), scenario, report)
+    if error is not None:
+        sys.stderr.write(f"gpuyield: drill: {error}\n")
+    if archive is not None and error is None:
+        console.print(f"the run's archive is in {archive} (gpuyield replay --archive)", style="dim")
 
 
 def _log_to(path: Path) -> None:

@@ -203,6 +203,10 @@ class ControllerConfig(BaseModel):
     """A running gang the watch shows with fewer pods placed than its minAvailable for
     this long raises dangling-gang: it holds GPUs and cannot make progress."""
 
+    volcano_evicting_quiet_s: Annotated[float, Field(gt=0)] = 1800.0
+    """A volcano-evicting incident (pods a scheduler evicted beside gpuyield, seen from
+    the watch) is resolved once no such eviction has been seen for this long."""
+
     # -- the live path (issue 9 §3) and trusted time (issue 11 §1)
     capability_without_gpu: Literal["zero", "cluster"] = "zero"
     """How to read a Volcano Queue whose spec.capability names resources but not

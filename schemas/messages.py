@@ -358,6 +358,9 @@ class AlertKind(StrEnum):
     CHECKPOINT_STALE = "checkpoint-stale"  # a preemptable job's newest checkpoint is too old
     PENDING_PAST_SLA = "pending-past-sla"  # a high-priority gang waited past its SLA budget
     DANGLING_GANG = "dangling-gang"  # a running gang below its minAvailable for too long
+    # Pods evicted by a scheduler beside gpuyield (Volcano's preempt/reclaim), seen from the
+    # watch (agents/controller/volcano_evictions.py); volcano-preempting is the configuration.
+    VOLCANO_EVICTING = "volcano-evicting"
 
 
 class AlertState(StrEnum):

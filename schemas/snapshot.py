@@ -10,6 +10,7 @@ the offending field, e.g. ``jobs[3].pods[0].node: unknown node 'n9'``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 
 from pydantic import Field, model_validator
@@ -165,27 +166,38 @@ class Snapshot(WireModel):
         return None
 
 
-def _duplicate(kind: str, names: list[tuple[str, str]]) -> str | None:
+def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:
+    """The first repeated name, at ``path(i)`` of its second use; paths built only then.
+
+    A snapshot of a large cluster holds tens of thousands of pods and is
+    validated for every plan: formatting a path for each was most of it.
+    """
+    if len(set(names)) == len(names):
+        return None
     seen: set[str] = set()
-    for path, name in names:
+    for i, name in enumerate(names):
         if name in seen:
-            return f"{path}: duplicate {kind} name '{name}'"
+            return f"{path(i)}: duplicate {kind} name '{name}'"
         seen.add(name)
-    return None
+    return None  # pragma: no cover -- the set above says there is a duplicate
 
 
 def _first_reference_problem(snap: Snapshot) -> str | None:
     """The first cross-reference error, as ``path: what is wrong``, or None."""
-    pods = [
-        (f"jobs[{j}].pods[{p}].name", pod.name)
-        for j, job in enumerate(snap.jobs)
-        for p, pod in enumerate(job.pods)
-    ]
+
+    def pod_path(i: int) -> str:
+        paths = [(j, p) for j, job in enumerate(snap.jobs) for p in range(len(job.pods))]
+        return "jobs[{}].pods[{}].name".format(*paths[i])
+
     for problem in (
-        _duplicate("node", [(f"nodes[{i}].name", n.name) for i, n in enumerate(snap.nodes)]),
-        _duplicate("queue", [(f"queues[{i}].name", q.name) for i, q in enumerate(snap.queues)]),
-        _duplicate("job", [(f"jobs[{i}].name", j.name) for i, j in enumerate(snap.jobs)]),
-        _duplicate("pod", pods),
+        _duplicate("node", [n.name for n in snap.nodes], lambda i: f"nodes[{i}].name"),
+        _duplicate("queue", [q.name for q in snap.queues], lambda i: f"queues[{i}].name"),
+        _duplicate("job", [j.name for j in snap.jobs], lambda i: f"jobs[{i}].name"),
+        _duplicate(
+            "pod",
+            [pod.name for job in snap.jobs for pod in job.pods],
+            pod_path,
+        ),
         _queue_problem(snap),
         _job_problem(snap),
         _node_problem(snap),

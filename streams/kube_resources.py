@@ -19,12 +19,15 @@ from typing import Any
 import kubernetes.client
 import kubernetes.config
 import urllib3
+from kubernetes.client.exceptions import ApiException
 
 from gpuyield.schemas.messages import KubeKind
 
 logger = logging.getLogger(__name__)
 
 Object = dict[str, Any]
+Timeout = float | tuple[float, float]
+"""A request's timeout: in all, or (to connect, to read), as the client takes it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,10 @@ class WatchedResource:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
+
+    def with_kind(self, obj: Object) -> Object:
+        """``obj`` with its kind and apiVersion (built-in lists leave them out of items)."""
+        return {"apiVersion": self.api_version, "kind": self.kind.value, **obj}
 
 
 NODES = WatchedResource(KubeKind.NODE, "", "v1", "nodes", namespaced=False)
@@ -67,8 +74,13 @@ class ResourceClient:
         self.namespace = namespace if resource.namespaced else None
         self._call = _list_function(api_client, resource, self.namespace)
 
+    @property
+    def name(self) -> str:
+        scope = f" in {self.namespace}" if self.namespace else ""
+        return f"{self.resource.plural}{scope}"
+
     def list_page(
-        self, *, limit: int, continue_token: str | None, timeout_s: float
+        self, *, limit: int, continue_token: str | None, timeout_s: Timeout
     ) -> dict[str, Any]:
         """One page of a consistent list; ``metadata.continue`` says whether more follow."""
         kwargs: dict[str, Any] = {"limit": limit, "_request_timeout": timeout_s}
@@ -106,6 +118,47 @@ class ResourceClient:
         )
         assert isinstance(response, urllib3.HTTPResponse)
         return response
+
+
+def list_all(
+    client: ResourceClient,
+    *,
+    page_size: int,
+    timeout_s: Timeout,
+    restarts: int,
+    between_pages: Callable[[], None] = lambda: None,
+) -> tuple[list[Object], str]:
+    """All pages of one consistent list, and the version it was taken at.
+
+    An expired continue token (HTTP 410 after the first page) starts the list
+    over, up to ``restarts`` times in a row; then, like any other failure, the
+    ``ApiException`` is the caller's. ``between_pages`` may raise to stop.
+    """
+    attempts = 0
+    while True:
+        items: list[Object] = []
+        token: str | None = None
+        try:
+            while True:
+                page = client.list_page(limit=page_size, continue_token=token, timeout_s=timeout_s)
+                items.extend(page.get("items") or ())
+                metadata = page.get("metadata") or {}
+                token = metadata.get("continue") or None
+                if token is None:
+                    version = str(metadata.get("resourceVersion") or "")
+                    if not version:
+                        raise ValueError(f"a {client.name} list without a resourceVersion")
+                    return items, version
+                between_pages()
+        except ApiException as exc:
+            if exc.status != 410 or token is None or attempts >= restarts:
+                raise
+            attempts += 1
+            logger.info(
+                "%s: the list's continue token expired after %d objects; listing again",
+                client.name,
+                len(items),
+            )
 
 
 def _list_function(

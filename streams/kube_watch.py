@@ -43,7 +43,13 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from gpuyield.schemas.messages import KubeEvent, KubeEventType
-from gpuyield.streams.kube_resources import ALL_RESOURCES, Object, ResourceClient, WatchedResource
+from gpuyield.streams.kube_resources import (
+    ALL_RESOURCES,
+    Object,
+    ResourceClient,
+    WatchedResource,
+    list_all,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -172,8 +178,7 @@ class ResourceStream:
 
     @property
     def name(self) -> str:
-        scope = f" in {self.client.namespace}" if self.client.namespace else ""
-        return f"{self.resource.plural}{scope}"
+        return self.client.name
 
     def run(self) -> None:
         """List, watch, resume or relist until the watcher stops."""
@@ -246,37 +251,18 @@ class ResourceStream:
             self._on_synced()
 
     def _list_all(self) -> tuple[list[Object], str]:
-        """All pages of one consistent list, and the version it was taken at."""
-        restarts = 0
-        while True:
-            items: list[Object] = []
-            token: str | None = None
-            try:
-                while True:
-                    page = self.client.list_page(
-                        limit=self._settings.page_size,
-                        continue_token=token,
-                        timeout_s=self._settings.list_timeout_s,
-                    )
-                    items.extend(page.get("items") or ())
-                    metadata = page.get("metadata") or {}
-                    token = metadata.get("continue") or None
-                    if token is None:
-                        version = str(metadata.get("resourceVersion") or "")
-                        if not version:
-                            raise ValueError(f"a {self.name} list without a resourceVersion")
-                        return items, version
-                    if self._stopping.is_set():
-                        raise _Stopping
-            except ApiException as exc:
-                if exc.status != 410 or token is None or restarts >= self._settings.list_restarts:
-                    raise
-                restarts += 1
-                logger.info(
-                    "%s: the list's continue token expired after %d objects; listing again",
-                    self.name,
-                    len(items),
-                )
+        settings = self._settings
+        return list_all(
+            self.client,
+            page_size=settings.page_size,
+            timeout_s=settings.list_timeout_s,
+            restarts=settings.list_restarts,
+            between_pages=self._stop_if_stopping,
+        )
+
+    def _stop_if_stopping(self) -> None:
+        if self._stopping.is_set():
+            raise _Stopping
 
     # -- WATCH --------------------------------------------------------------
 
@@ -379,7 +365,7 @@ class ResourceStream:
         if not (obj.get("metadata") or {}).get("name"):
             logger.warning("%s: ignoring an object without a name", self.name)
             return None
-        return {"apiVersion": self.resource.api_version, "kind": self.resource.kind.value, **obj}
+        return self.resource.with_kind(obj)
 
     def _key(self, obj: Object) -> Key:
         metadata = obj["metadata"]

@@ -93,8 +93,21 @@ class ConsumerLag:
         if behind is None:
             return
         self._by_partition[(topic, partition)] = behind
-        worst = max(v for (t, _), v in self._by_partition.items() if t == topic)
-        self.gauge.labels(topic=topic).set(worst)
+        self._set(topic)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """The partition is read no more (a node agent's heartbeat feed let it go): its last
+        lag no longer counts; a topic with no partition read left shows 0."""
+        if self._by_partition.pop((topic, partition), None) is not None:
+            self._set(topic)
+
+    def partitions(self, topic: str) -> frozenset[int]:
+        """The partitions of ``topic`` (a label value) whose lag counts now."""
+        return frozenset(p for t, p in self._by_partition if t == topic)
+
+    def _set(self, topic: str) -> None:
+        values = [v for (t, _), v in self._by_partition.items() if t == topic]
+        self.gauge.labels(topic=topic).set(max(values, default=0))
 
 
 class ArchiveMetrics:

@@ -81,14 +81,16 @@ class ConfigMapUnreadable:
 ConfigMapRead = ConfigMapText | ConfigMapUnreadable
 
 
-def kube_configuration() -> kubernetes.client.Configuration | str:
+def kube_configuration(
+    kubeconfig: str | None = None, context: str | None = None
+) -> kubernetes.client.Configuration | str:
     """The cluster's client configuration, or why there is none (one line).
 
     One retry instead of urllib3's three: an API server that does not answer
-    must not hold the worker's start for long (at most two connect timeouts).
+    must not hold the worker's start (or ``gpuyield doctor``) for long.
     """
     try:
-        configuration = load_kube_configuration()
+        configuration = load_kube_configuration(kubeconfig, context)
     except (ConfigException, OSError, ValueError) as exc:
         return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     configuration.retries = 1
@@ -117,7 +119,7 @@ def read_config_map_key(
         why = {403: Unreadable.FORBIDDEN, 404: Unreadable.NOT_FOUND}.get(
             exc.status or 0, Unreadable.FAILED
         )
-        return ConfigMapUnreadable(where, why, _api_message(exc))
+        return ConfigMapUnreadable(where, why, api_message(exc))
     except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
         return ConfigMapUnreadable(where, Unreadable.FAILED, f"{type(exc).__name__}: {exc}")
     data = configmap.data or {}
@@ -128,7 +130,7 @@ def read_config_map_key(
     return ConfigMapText(where, data[where.key], str(version or ""))
 
 
-def _api_message(exc: ApiException) -> str:
+def api_message(exc: ApiException) -> str:
     """``HTTP 403 Forbidden: <the Status message>``, the message being what RBAC says."""
     message = ""
     try:

@@ -48,6 +48,7 @@ from gpuyield.agents.controller import (
     incidents,
     kube_facts,
     queue_capability,
+    volcano_evictions,
     yields,
 )
 from gpuyield.agents.controller.config import ControllerConfig
@@ -74,6 +75,7 @@ from gpuyield.agents.controller.records import (
     RESERVATION,
     SUSPENDED,
     VJOB,
+    VOLCANO_EVICTING,
     YIELD,
     AlertRecord,
     ClockRecord,
@@ -93,6 +95,7 @@ from gpuyield.agents.controller.records import (
     ReservationRecord,
     SuspendedRecord,
     VJobRecord,
+    VolcanoEvictingRecord,
     Writes,
     YieldRecord,
 )
@@ -521,12 +524,42 @@ def watched_record(event: KubeEvent, config: ControllerConfig) -> tuple[str, Rec
 
 def _apply_kube_event(s: _Step, event: KubeEvent) -> None:
     if event.type is KubeEventType.DELETED:
+        if event.kind is KubeKind.POD and kube_facts.eviction_mark(event.object) is not None:
+            old = s.view.typed(_object_key(event), PodRecord)
+            _volcano_evicting(s, event, volcano_evictions.deleted(old, event.object))
         s.put(_object_key(event), None)
         return
     key, record = watched_record(event, s.config)
+    if isinstance(record, PodRecord) and record.evicted is not None:
+        _volcano_evicting(s, event, record)
     s.put(key, record)
     if isinstance(record, GroupRecord) and record.phase == "Running":
         _job_placed(s, f"{record.namespace}/{record.job}")
+
+
+def _volcano_evicting(s: _Step, event: KubeEvent, pod: PodRecord | None) -> None:
+    """A pod a scheduler evicted beside gpuyield opens or extends an incident (issue 13)."""
+    seen = volcano_evictions.on_pod(
+        s.view.typed(_object_key(event), PodRecord),
+        pod,
+        event.name,
+        s.view.typed(VOLCANO_EVICTING, VolcanoEvictingRecord),
+        s.now,
+        s.config.volcano_evicting_quiet_s,
+    )
+    if seen is not None:
+        record, found = seen
+        s.put(VOLCANO_EVICTING, record)
+        if found is not None:
+            s.alert(
+                derive_id(*found.base_id_parts),
+                found.kind,
+                found.message,
+                job=found.job,
+                severity=found.severity,
+                details=found.details,
+                subject=found.subject,
+            )
 
 
 def _job_placed(s: _Step, job: str) -> None:

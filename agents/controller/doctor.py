@@ -5,8 +5,9 @@ Pure: a list of Kubernetes objects (``kubectl get nodes,pods,queues,podgroups,vc
 out. The objects become the decider's own records (``decider.watched_record``),
 so what doctor finds is what the live controller reads, and where a live alert
 exists the same function decides both: ``queue_capability.check``
-(queue-misconfigured), ``deadlock.resolve`` (gang-deadlock) and
-``volcano_conf.check_scheduler_conf`` (volcano-preempting).
+(queue-misconfigured), ``deadlock.resolve`` (gang-deadlock),
+``volcano_conf.check_scheduler_conf`` (volcano-preempting) and
+``kube_facts.eviction_mark`` (volcano-evicting: a pod caught being evicted).
 
 Each check has a stable id (``CHECKS``), documented in README.md's doctor
 section; a finding names the object, what is wrong and how to fix it.
@@ -26,9 +27,11 @@ from gpuyield.agents.controller.decider import InputRejected, watched_record
 from gpuyield.agents.controller.kube_facts import pod_gpus
 from gpuyield.agents.controller.records import (
     NODE,
+    POD,
     QUEUE,
     NodeRecord,
     Overlay,
+    PodRecord,
     QueueRecord,
     Record,
 )
@@ -139,12 +142,17 @@ def diagnose(
     config: ControllerConfig,
     now: float,
     scheduler_conf: str | None = None,
+    scheduler_conf_from: str = "--scheduler-conf",
 ) -> list[DoctorFinding]:
-    """Every finding, most severe first, then by check and object."""
+    """Every finding, most severe first, then by check and object.
+
+    ``scheduler_conf`` is Volcano's scheduler configuration given apart from the
+    objects (a file, or the live cluster's ConfigMap), ``scheduler_conf_from``
+    where it came from (a finding's object)."""
     dump = read_dump(objects, config, now)
     confs = list(dump.scheduler_confs)
     if scheduler_conf is not None:
-        confs.append(("--scheduler-conf", scheduler_conf))
+        confs.append((scheduler_conf_from, scheduler_conf))
     found = [
         *dump.unreadable,
         *queue_findings(dump, config),
@@ -153,6 +161,7 @@ def diagnose(
         *pod_findings(dump.pods, config),
         *fragmentation_findings(dump),
         *scheduler_findings(confs),
+        *eviction_findings(dump.records),
     ]
     order = {"critical": 0, "warning": 1, "info": 2}
     return sorted(found, key=lambda f: (order[f.severity], f.check, f.object))
@@ -383,3 +392,20 @@ def scheduler_findings(confs: Sequence[tuple[str, str]]) -> Iterator[DoctorFindi
                     found.message,
                     f"remove {', '.join(found.names)} from actions and restart the scheduler",
                 )
+
+
+def eviction_findings(records: Overlay) -> Iterator[DoctorFinding]:
+    """Pods caught being evicted by a scheduler: the evidence the live ``volcano-evicting``
+    alert reads (``kube_facts.eviction_mark``), seen in the dump before their deletion."""
+    for name, pod in records.typed_prefix(POD, PodRecord):
+        if pod.evicted is None:
+            continue
+        yield _finding(
+            "volcano-preempt-enabled",
+            f"Pod/{name}",
+            f"{pod.evicted.scheduler} is evicting it ({pod.evicted.action}) beside gpuyield: "
+            "no checkpoint was asked for",
+            "turn preempt and reclaim off in Volcano's scheduler configuration"
+            if pod.evicted.scheduler == "volcano"
+            else f"schedule GPU pods with volcano, not {pod.evicted.scheduler}",
+        )

@@ -16,7 +16,8 @@ replay of the same input gives the same ids.
 
 Two conditions are detected here, on ticks, from the job views:
 
-- ``checkpoint-stale``: a preemptable running job whose newest checkpoint is
+- ``checkpoint-stale``: a preemptable running job whose newest checkpoint (or,
+  if later, the start of this run: a resumed job starts from its checkpoint) is
   older than ``checkpoint_stale_factor`` of its checkpoint intervals, so a
   yield would lose more than its owner planned for;
 - ``pending-past-sla``: a gang that has waited (pending, not placed) past its
@@ -38,15 +39,19 @@ from gpuyield.agents.controller import cluster, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     GROUP,
+    POD,
     PROGRESS,
     QUEUE,
     SUSPENDED,
+    VOLCANO_EVICTING,
     YIELD,
     AlertRecord,
     GroupRecord,
     Overlay,
+    PodRecord,
     ProgressRecord,
     SuspendedRecord,
+    VolcanoEvictingRecord,
     YieldRecord,
 )
 from gpuyield.schemas import JobState
@@ -66,6 +71,7 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
         AlertKind.PENDING_PAST_SLA,
         AlertKind.SLA_AT_RISK,
         AlertKind.DANGLING_GANG,
+        AlertKind.VOLCANO_EVICTING,
     }
 )
 """Kinds whose alerts are resolved when their condition ends; the others are events."""
@@ -89,6 +95,15 @@ class Seen:
     """A snapshot was built and validated in this step (the invalid-input test)."""
     deadlocked: frozenset[str] = field(default_factory=frozenset)
     """Gangs that hold part of their minimum now (``stuck_gangs``)."""
+    _starts: dict[str, float] = field(default_factory=dict, compare=False)
+    _started: list[bool] = field(default_factory=list, compare=False)
+
+    def run_started(self, job: str, records: Overlay) -> float | None:
+        """``run_starts``'s answer for ``job``, the pods read once however many ask."""
+        if not self._started:
+            self._starts.update(run_starts(records, self.views))
+            self._started.append(True)
+        return self._starts.get(job)
 
 
 def ended(
@@ -115,14 +130,24 @@ def ended(
         return not set(record.subject) <= seen.deadlocked
     if kind is AlertKind.CHECKPOINT_STALE:
         view = seen.views.get(job or "")
+        if view is None:
+            return True
         factor = config.checkpoint_stale_factor
-        return view is None or stale_checkpoint(view, records, now, factor) is None
+        started = seen.run_started(view.name, records)
+        return stale_checkpoint(view, records, now, factor, started) is None
     if kind in (AlertKind.PENDING_PAST_SLA, AlertKind.SLA_AT_RISK):
         view = seen.views.get(job or "")
         return view is None or not pending(view)
     if kind is AlertKind.DANGLING_GANG:
         view = seen.views.get(job or "")
         return view is None or not dangling(view)
+    if kind is AlertKind.VOLCANO_EVICTING:  # quiet since, or a newer incident (volcano_evictions)
+        latest = records.typed(VOLCANO_EVICTING, VolcanoEvictingRecord)
+        return (
+            latest is None
+            or (str(latest.since),) != record.subject
+            or now - latest.last_at >= config.volcano_evicting_quiet_s
+        )
     return False
 
 
@@ -195,9 +220,18 @@ class Finding:
 
 
 def stale_checkpoint(
-    view: cluster.JobView, records: Overlay, now: float, factor: float
+    view: cluster.JobView,
+    records: Overlay,
+    now: float,
+    factor: float,
+    run_started: float | None = None,
 ) -> Finding | None:
-    """``checkpoint-stale`` for ``view``, or None when its checkpoints are recent enough."""
+    """``checkpoint-stale`` for ``view``, or None when its checkpoints are recent enough.
+
+    ``run_started`` is when the job's current pods started (``run_starts``): the work at
+    risk is what this run did since its newest checkpoint, and a job that was suspended
+    resumed from that checkpoint when its pods started, losing nothing while it waited.
+    """
     if view.state is not JobState.RUNNING or not view.preemptable:
         return None
     progress = records.typed(PROGRESS + view.name, ProgressRecord)
@@ -206,6 +240,8 @@ def stale_checkpoint(
     since = progress.last_checkpoint_at
     if since is None:
         since = view.started_at if view.started_at is not None else progress.first_seen_at
+    if run_started is not None:
+        since = max(since, run_started)
     age = now - since
     if age <= factor * progress.checkpoint_interval_s:
         return None
@@ -215,7 +251,7 @@ def stale_checkpoint(
         job=view.name,
         message=(
             f"{view.name} checkpoints every {progress.checkpoint_interval_s:.0f} s but its "
-            f"newest checkpoint is {age:.0f} s old: a yield now would lose that much work"
+            f"last {age:.0f} s of work are not checkpointed: a yield now would lose them"
         ),
         severity="warning",
         details={
@@ -226,12 +262,38 @@ def stale_checkpoint(
     )
 
 
+def run_starts(records: Overlay, views: Mapping[str, cluster.JobView]) -> dict[str, float]:
+    """When each running job's current run began: the first start among the pods it runs
+    now (a resumed gang's pods all start anew). Read only when a job reports checkpoints."""
+    wanted = {
+        name
+        for name, view in views.items()
+        if view.state is JobState.RUNNING and PROGRESS + name in records
+    }
+    out: dict[str, float] = {}
+    if not wanted:
+        return out
+    for _, pod in records.typed_prefix(POD, PodRecord):
+        if pod.started_at is None or pod.node is None or pod.terminating:
+            continue
+        job = f"{pod.namespace}/{pod.job}" if pod.job else None
+        if job is None and pod.group:
+            group = records.typed(f"{GROUP}{pod.namespace}/{pod.group}", GroupRecord)
+            job = f"{group.namespace}/{group.job}" if group is not None else None
+        if job in wanted:
+            out[job] = min(out.get(job, pod.started_at), pod.started_at)
+    return out
+
+
 def conditions(
     records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
 ) -> Iterator[Finding]:
     """The checkpoint-stale and pending-past-SLA conditions that hold now."""
+    starts = run_starts(records, views)
     for view in views.values():
-        stale = stale_checkpoint(view, records, now, config.checkpoint_stale_factor)
+        stale = stale_checkpoint(
+            view, records, now, config.checkpoint_stale_factor, starts.get(view.name)
+        )
         if stale is not None:
             yield stale
         budget = sla_budget(view, config)

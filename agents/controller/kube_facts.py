@@ -190,7 +190,40 @@ def pod_record(pod: Mapping[str, Any]) -> Record:
         "started_at": parse_time(status.get("startTime")),
         "preemptable": _preemptable(meta),
         "uid": meta.get("uid"),
+        "evicted": eviction_mark(pod),
     }
+
+
+EVICT_REASON = "Evict"
+EVICT_MESSAGE = "Pod is evicted, because of "
+PREEMPTED_REASON = "PreemptionByScheduler"
+
+
+def eviction_mark(pod: Mapping[str, Any]) -> Record | None:
+    """The scheduler eviction ``pod``'s status records (``scheduler``, ``action``), or None.
+
+    Volcano's evictor writes ``Ready=False`` reason ``Evict`` (message ``Pod is
+    evicted, because of <action>``) and, from 1.13, ``DisruptionTarget=True``
+    reason ``PreemptionByScheduler`` (message ``<scheduler>: preempting ...``,
+    as kube-scheduler's preemption does); see ``volcano_evictions``.
+    """
+    status = pod.get("status") or {}
+    conditions = [c for c in status.get("conditions") or () if isinstance(c, Mapping)]
+    for c in conditions:
+        if (c.get("type"), c.get("status"), c.get("reason")) == ("Ready", "False", EVICT_REASON):
+            message = str(c.get("message") or "")
+            action = message[len(EVICT_MESSAGE) :] if message.startswith(EVICT_MESSAGE) else ""
+            scheduler = (pod.get("spec") or {}).get("schedulerName") or "volcano"
+            return {"scheduler": str(scheduler), "action": action.strip() or "evict"}
+    for c in conditions:
+        if (c.get("type"), c.get("status"), c.get("reason")) == (
+            "DisruptionTarget",
+            "True",
+            PREEMPTED_REASON,
+        ):
+            scheduler, _, _ = str(c.get("message") or "").partition(":")
+            return {"scheduler": scheduler.strip() or "unknown", "action": "preempt"}
+    return None
 
 
 def pod_group_record(group: Mapping[str, Any]) -> Record:

@@ -39,6 +39,7 @@ ALERT = "alert/"
 DANGLING = "dangling/"
 GUARD = "guard"
 CLOCK = "clock"
+VOLCANO_EVICTING = "volcano-evicting"
 
 
 class RecordModel(BaseModel):
@@ -60,6 +61,14 @@ class NodeRecord(RecordModel):
     nvlink: str | None = None
 
 
+class SchedulerEviction(RecordModel):
+    """A scheduler's eviction mark on a pod (``volcano_evictions.eviction_mark``)."""
+
+    scheduler: str
+    action: str
+    """Volcano's reason: ``preempt``, ``reclaim``, ``shuffle``, ..."""
+
+
 class PodRecord(RecordModel):
     namespace: str
     job: str | None
@@ -74,6 +83,8 @@ class PodRecord(RecordModel):
     started_at: float | None = None
     preemptable: bool = True
     uid: str | None = None
+    evicted: SchedulerEviction | None = None
+    """Marked by a scheduler evicting it (Volcano's preempt/reclaim), not by gpuyield."""
 
 
 class GroupRecord(RecordModel):
@@ -237,6 +248,19 @@ class DanglingRecord(RecordModel):
     since: float
 
 
+class VolcanoEvictingRecord(RecordModel):
+    """The newest incident of pods evicted by a scheduler beside gpuyield
+    (``volcano_evictions``): open while ``last_at`` is recent."""
+
+    since: float
+    last_at: float
+    pods: int = Field(ge=0)
+    jobs: tuple[str, ...] = ()
+    """The first jobs it hit (``volcano_evictions.JOBS_KEPT``)."""
+    actions: tuple[str, ...] = ()
+    schedulers: tuple[str, ...] = ()
+
+
 class EvictionEntry(RecordModel):
     victim: str
     by: str | None
@@ -276,6 +300,7 @@ KINDS: dict[str, type[RecordModel]] = {
     DANGLING: DanglingRecord,
     GUARD: GuardRecord,
     CLOCK: ClockRecord,
+    VOLCANO_EVICTING: VolcanoEvictingRecord,
 }
 """Every key prefix and the model of its records."""
 

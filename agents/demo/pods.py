@@ -6,6 +6,10 @@ stand-in for the kubelet knowing which container is which pod. Torch pods run
 ``examples/train_tiny.py`` (a real model, real checkpoints, heartbeats straight
 to Kafka through the SDK's sink); the others run ``gpuyield.agents.demo.standin``.
 Both write a result file whose ``status`` tells a completed run from a yield.
+``Runner.SIMULATED`` pods have no process at all: pods of tenants that no
+yield can touch (the drill's serving fleet and other queues, up to a hundred
+nodes), which would only add interpreters to a small machine; a deletion
+ends them at once, as a process that exits on SIGTERM would.
 """
 
 from __future__ import annotations
@@ -85,13 +89,15 @@ class PodLauncher:
         self._train_tiny = train_tiny
         self._seed = seed
         self._pods: dict[str, tuple[JobPlan, str, int]] = {}
-        self.started: dict[Runner, int] = {Runner.TORCH: 0, Runner.STANDIN: 0}
+        self._simulated: dict[str, int] = {}  # running pods without a process -> rank
+        self._ended: list[PodExit] = []  # simulated pods deleted since the last ``exits``
+        self.started: dict[Runner, int] = dict.fromkeys(Runner, 0)
 
     def runner(self, job: JobPlan) -> Runner:
         """What actually runs the job: torch falls back to a stand-in when it is unavailable."""
-        if job.runner is Runner.TORCH and self._train_tiny is not None:
-            return Runner.TORCH
-        return Runner.STANDIN
+        if job.runner is Runner.TORCH and self._train_tiny is None:
+            return Runner.STANDIN
+        return job.runner
 
     def argv(self, job: JobPlan, pod: str, rank: int) -> list[str]:
         result = self._paths.result(job, pod)
@@ -131,6 +137,10 @@ class PodLauncher:
 
     async def launch(self, job: JobPlan, pod: str, rank: int) -> int:
         key = f"{job.namespace}/{pod}"
+        if self.runner(job) is Runner.SIMULATED:
+            self._simulated[key] = rank
+            self.started[Runner.SIMULATED] += 1
+            return 0
         for folder in (self._paths.checkpoints(job), self._paths.log(job, pod).parent):
             folder.mkdir(parents=True, exist_ok=True)
         result = self._paths.result(job, pod)
@@ -148,13 +158,24 @@ class PodLauncher:
         return process.pid
 
     def terminate(self, job: JobPlan, pod: str) -> None:
-        self._children.signal(f"{PREFIX}{job.namespace}/{pod}", signal.SIGTERM)
+        if not self._end_simulated(job, pod):
+            self._children.signal(f"{PREFIX}{job.namespace}/{pod}", signal.SIGTERM)
 
     def kill(self, job: JobPlan, pod: str) -> None:
-        self._children.signal(f"{PREFIX}{job.namespace}/{pod}", signal.SIGKILL)
+        if not self._end_simulated(job, pod):
+            self._children.signal(f"{PREFIX}{job.namespace}/{pod}", signal.SIGKILL)
+
+    def _end_simulated(self, job: JobPlan, pod: str) -> bool:
+        """A simulated pod ends on its deletion (reaped by the next ``exits``); False: not one."""
+        key = f"{job.namespace}/{pod}"
+        rank = self._simulated.pop(key, None)
+        if rank is None:
+            return False
+        self._ended.append(PodExit(job.key, rank, 0, completed=False))
+        return True
 
     async def exits(self) -> list[PodExit]:
-        out: list[PodExit] = []
+        out, self._ended = self._ended, []
         for name, code in self._children.poll_ended(PREFIX):
             known = self._pods.pop(name, None)
             if known is None:
@@ -178,3 +199,4 @@ class PodLauncher:
         """SIGTERM every pod (they checkpoint), SIGKILL what is left after ``timeout_s``."""
         self._children.stop(list(self._pods), timeout_s)
         self._pods.clear()
+        self._simulated.clear()

@@ -44,6 +44,7 @@ from gpuyield.agents.demo.timing import (
 )
 from gpuyield.agents.node.local_signaller import LocalPodRegistry
 from gpuyield.schemas import JobState
+from gpuyield.schemas.config import NodeAgentKnobs
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
 from gpuyield.streams.archive import archive_until_caught_up
@@ -59,6 +60,17 @@ APP_ID = "gpuyield-demo"
 CLUSTER_ID = "demo"
 PARTITIONS = 4  # of the keyed topics: enough for four nodes, light on one machine
 LOOP_S = 0.2  # how often the simulated cluster looks at its processes and Redis
+
+
+REDIS_CONNECTIONS_PER_NODE = 3
+"""The demo's node agents share one Redis client (they are tasks of one process): its pool must
+hold what they have in flight at once, a few commands each. redis-py's default of 100 made the
+agents of a 128-node drill fail with ``MaxConnectionsError`` as they started."""
+
+
+def redis_connections(nodes: int) -> int:
+    """The pool of the demo's Redis client: every node agent's share, and the demo's own."""
+    return 100 + REDIS_CONNECTIONS_PER_NODE * nodes
 
 
 def worker_env(settings: Settings) -> dict[str, str]:
@@ -84,6 +96,8 @@ class DemoOptions:
     """examples/train_tiny.py, or None: torch pods run stand-ins."""
     archive: str | None = None
     """Where to keep the run's archive (``gpuyield demo --archive DIR``), or None."""
+    node_agent: NodeAgentKnobs | None = None
+    """The node agents' waits; None: the demo's (``timing.DEMO_NODE_AGENT``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,11 +233,12 @@ class Demo:
             app_id=APP_ID,
             cluster_id=CLUSTER_ID,
             partitions=PARTITIONS,
+            node_agent=self.options.node_agent,
         )
         self._start_worker(settings)
-        redis = Redis.from_url(redis_url)
+        redis = Redis.from_url(redis_url, max_connections=redis_connections(len(scenario.nodes)))
         producer = AIOKafkaProducer(**kafka, acks="all", max_batch_size=1)
-        reader = TallyReader(self.tally, kafka=kafka)
+        reader = TallyReader(self.tally, kafka=kafka, on_message=self._message)
         reservations = ReservationFeed(kafka=kafka)  # the holds the simulated Volcano honours
         launcher = PodLauncher(
             self._children,
@@ -239,6 +254,7 @@ class Demo:
         async def publish(events: Sequence[KubeEvent]) -> None:
             for event in events:
                 await producer.send_and_wait(KUBE_EVENTS, encode(event), key=event.key.encode())
+            self._watched(events)
 
         cluster = SimCluster(scenario, launcher, publish, reservations)
         self._cluster = cluster
@@ -311,6 +327,12 @@ class Demo:
             return b"Worker ready" in path.read_bytes()
         except OSError:
             return False
+
+    def _watched(self, events: Sequence[KubeEvent]) -> None:
+        """Watch events the simulated cluster has just published (for a story that times them)."""
+
+    def _message(self, message: Any, sent_at: float) -> None:
+        """A message the topic reader folded, with its record's time (same purpose)."""
 
     # -- the simulated cluster's loop -----------------------------------------------------------
 

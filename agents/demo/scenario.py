@@ -51,6 +51,7 @@ class Runner(StrEnum):
 
     TORCH = "torch"  # examples/train_tiny.py: a real model, real checkpoints
     STANDIN = "stand-in"  # gpuyield.agents.demo.standin: simulated steps, a checkpoint file
+    SIMULATED = "simulated"  # no process: a pod the story never signals (another tenant's)
 
 
 @dataclass(frozen=True, slots=True)

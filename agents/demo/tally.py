@@ -246,8 +246,18 @@ class Tally:
 class TallyReader:
     """Folds the topics into a ``Tally`` until ``stop``."""
 
-    def __init__(self, tally: Tally, *, kafka: dict[str, Any], prefix: str = "") -> None:
+    def __init__(
+        self,
+        tally: Tally,
+        *,
+        kafka: dict[str, Any],
+        prefix: str = "",
+        on_message: Callable[[Any, float], None] | None = None,
+    ) -> None:
+        """``on_message`` also gets every message, with its record's time (its producer's
+        clock, in seconds): the drill's timeline is built from those."""
         self.tally = tally
+        self._on_message = on_message
         self._kafka = kafka
         self._models = {prefix + name: model for name, model in TOPICS.items()}
         self._consumer: AIOKafkaConsumer | None = None
@@ -286,6 +296,8 @@ class TallyReader:
                         log.warning("unreadable message on %s: %s", tp.topic, exc)
                         continue
                     self.tally.fold(message)
+                    if self._on_message is not None:
+                        self._on_message(message, record.timestamp / 1000)
 
     async def stop(self) -> None:
         if self._consumer is not None:

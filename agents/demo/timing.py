@@ -89,8 +89,10 @@ def demo_settings(
     app_id: str,
     cluster_id: str,
     partitions: int,
+    node_agent: NodeAgentKnobs | None = None,
 ) -> Settings:
-    """The demo's deployment: its embedded broker and Redis, its compressed policy timers."""
+    """The demo's deployment: its embedded broker and Redis, its compressed policy timers;
+    ``node_agent`` the node agents' waits (None: ``DEMO_NODE_AGENT``)."""
     return settings_from(
         {
             "kafka_bootstrap": bootstrap,
@@ -102,7 +104,7 @@ def demo_settings(
             "topic_prefix": "",
             "topic_partitions": partitions,
             "controller": demo_controller_config(grace_s),
-            "node_agent": DEMO_NODE_AGENT,
+            "node_agent": node_agent or DEMO_NODE_AGENT,
         }
     )
 

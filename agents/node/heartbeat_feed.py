@@ -32,9 +32,11 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from gpuyield.agents.node.metrics import NodeMetrics
 from gpuyield.agents.node.progress import ProgressBoard
 from gpuyield.schemas.decoding import MessageError, decode
 from gpuyield.schemas.messages import Heartbeat
+from gpuyield.streams.metrics import lag
 from gpuyield.streams.partitioning import partition_for
 
 log = logging.getLogger(__name__)
@@ -56,8 +58,10 @@ class HeartbeatFeed:
         kafka: dict[str, Any],
         lookback_s: float = 600.0,
         catch_up_timeout_s: float = 30.0,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self._board = board
+        self._metrics = metrics
         self._topic = topic
         self._kafka = kafka
         self._lookback_s = lookback_s
@@ -131,6 +135,8 @@ class HeartbeatFeed:
             if partition not in wanted:
                 del self._start_time[partition]
                 tp = TopicPartition(self._topic, partition)
+                if self._metrics is not None:
+                    self._metrics.released(self._topic, partition)
                 self._ends.pop(tp, None)
                 self._positions.pop(tp, None)
                 self._caught_up.pop(partition, None)
@@ -204,9 +210,18 @@ class HeartbeatFeed:
                         log.debug("heartbeat %s@%d skipped: %s", tp, message.offset, exc)
                         continue
                     self._board.record(beat)
+            self._report_lag(consumer)
             if any(not self._caught_up[p].is_set() for p in self._start_time):
                 await self._refresh_positions(consumer)
                 self._check_caught_up()
+
+    def _report_lag(self, consumer: AIOKafkaConsumer) -> None:
+        if self._metrics is None:
+            return
+        for tp in self._ends:
+            self._metrics.behind(
+                tp.topic, tp.partition, lag(consumer.highwater(tp), self._positions.get(tp, 0))
+            )
 
     async def stop(self) -> None:
         consumer, self._consumer = self._consumer, None

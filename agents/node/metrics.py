@@ -9,7 +9,11 @@ counts what it writes sees every transition without the executor knowing:
   phase now (not ``done``);
 - ``gpuyield_node_acks_total{outcome}``: acks this agent settled, by outcome
   (the worker's ``gpuyield_yields_total`` counts them once cluster-wide);
-- ``gpuyield_dead_letters_total{topic}``: commands this agent could not read.
+- ``gpuyield_dead_letters_total{topic}``: commands this agent could not read;
+- ``gpuyield_consumer_lag_messages{topic}``: messages not read yet on the topics
+  it reads: its partition of ``gpuyield.yield-commands`` (a yield waits there
+  for the agent), and the ``gpuyield.heartbeats`` partitions it follows while
+  it yields a job (0 when it follows none).
 
 A restarted agent starts from zero and learns its in-flight records back
 from ``Ledger.in_flight`` (``recovered``).
@@ -25,7 +29,7 @@ from redis.asyncio import Redis
 from gpuyield.agents.node.ledger import WEEK_S, Ledger
 from gpuyield.agents.node.records import Phase, YieldRecord
 from gpuyield.schemas.messages import YieldCommand, YieldOutcome
-from gpuyield.streams.metrics import NAMESPACE, topic_label
+from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, topic_label
 
 
 class NodeMetrics:
@@ -63,6 +67,7 @@ class NodeMetrics:
             namespace=NAMESPACE,
             registry=r,
         )
+        self.lag = ConsumerLag(r)
         self._phase_of: dict[str, Phase] = {}
         for phase in Phase:
             self.transitions.labels(phase=phase.value)
@@ -86,6 +91,14 @@ class NodeMetrics:
 
     def dead_letter(self, topic: str) -> None:
         self.dead_letters.labels(topic=topic_label(topic, self.prefix)).inc()
+
+    def behind(self, topic: str, partition: int, messages: int | None) -> None:
+        """A partition this agent reads has ``messages`` not read yet (None: not known)."""
+        self.lag.observe(topic_label(topic, self.prefix), partition, messages)
+
+    def released(self, topic: str, partition: int) -> None:
+        """This agent reads the partition no more."""
+        self.lag.forget(topic_label(topic, self.prefix), partition)
 
     def _move(self, command_id: str, phase: Phase, *, count: bool) -> None:
         old = self._phase_of.pop(command_id, None)

@@ -45,6 +45,7 @@ from gpuyield.agents.node.suspenders import JobSuspender
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import DeadLetter, YieldAck
 from gpuyield.streams.dead_letters import publish_dead_letter
+from gpuyield.streams.metrics import lag
 from gpuyield.streams.partitioning import partition_for
 from gpuyield.streams.topics import DEAD_LETTERS, HEARTBEATS, YIELD_ACKS, YIELD_COMMANDS
 
@@ -130,6 +131,7 @@ async def run_node_agent(
         kafka=config.kafka,
         lookback_s=config.heartbeat_lookback_s,
         catch_up_timeout_s=config.catch_up_timeout_s,
+        metrics=metrics,
     )
     feed_task: asyncio.Task[None] | None = None
     consumer: AIOKafkaConsumer | None = None
@@ -197,7 +199,7 @@ async def run_node_agent(
         )
         if ready is not None:
             ready.set()
-        await _consume(consumer, agent, stop, sleep)
+        await _consume(consumer, agent, stop, sleep, metrics)
     finally:
         if consumer is not None:
             with contextlib.suppress(Exception):
@@ -229,13 +231,28 @@ async def _unless_stopped(step: Awaitable[object], stop: asyncio.Event) -> bool:
     return False
 
 
+async def report_lag(consumer: AIOKafkaConsumer, metrics: NodeMetrics | None) -> None:
+    """``gpuyield_consumer_lag_messages`` of the partitions ``consumer`` reads: its high
+    watermark (known once fetched) less its position."""
+    if metrics is None:
+        return
+    for tp in consumer.assignment():
+        position = await consumer.position(tp)
+        metrics.behind(tp.topic, tp.partition, lag(consumer.highwater(tp), position))
+
+
 async def _consume(
-    consumer: AIOKafkaConsumer, agent: NodeAgent, stop: asyncio.Event, sleep: Sleep
+    consumer: AIOKafkaConsumer,
+    agent: NodeAgent,
+    stop: asyncio.Event,
+    sleep: Sleep,
+    metrics: NodeMetrics | None = None,
 ) -> None:
     """Read, record, commit; a failed record is read again after a pause (not committed)."""
     while not stop.is_set():
         try:
             batches = await consumer.getmany(timeout_ms=500, max_records=100)
+            await report_lag(consumer, metrics)
         except KafkaError as exc:
             log.warning("command consumer: %s; retrying", exc)
             await sleep(1.0)

@@ -27,7 +27,7 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -89,6 +89,70 @@ class _Group(NamedTuple):
     pods: tuple[int, ...]  # pod indexes, in name order
 
 
+def _cheapest(
+    extra: Iterable[tuple[float, int, str]],
+    fresh: list[float],
+    short: int,
+    first: int,
+    skip: Container[str],
+) -> float:
+    """The sum of the ``short`` cheapest slots: ``fresh`` (sorted), ``extra`` from node ``first``.
+
+    ``extra`` is sorted, so the walk stops once enough are taken; its nodes
+    in ``skip`` are left out. Infinity when there are not enough.
+    """
+    cheapest: list[float] = []
+    k = 0
+    for value, node_i, node in extra:
+        if len(cheapest) >= short:
+            break
+        if node_i < first or node in skip:
+            continue
+        while k < len(fresh) and fresh[k] <= value and len(cheapest) < short:
+            cheapest.append(fresh[k])
+            k += 1
+        if len(cheapest) < short:
+            cheapest.append(value)
+    cheapest.extend(fresh[k : k + short - len(cheapest)])
+    return math.fsum(cheapest) if len(cheapest) >= short else math.inf
+
+
+@dataclass(slots=True)
+class _SlotOrder:
+    """Further slots of one pod size by their lost bound, refined as far as some call read.
+
+    ``weak`` holds one entry per node: the cheap bound of each of its slots
+    (GPUs lacking times the node's lowest loss rate), which no slot of the
+    node's costs less than. A node's slots are costed exactly
+    (``Search._slot_costs``) only when a reader reaches its cheap bound, so a
+    search over a thousand nodes costs the few cheapest ones. Entries are
+    ``(bound, node index, node)``; a refined node's entries all sort after its
+    weak entry, which sorts after everything handed out before it, so readers
+    that started earlier never miss one.
+    """
+
+    weak: tuple[tuple[float, int, str], ...]
+    cost: Callable[[str], list[float]]
+    refined: list[tuple[float, int, str]] = field(default_factory=list)
+    next_weak: int = 0
+
+    def entries(self) -> Iterator[tuple[float, int, str]]:
+        r = 0
+        while True:
+            if self.next_weak < len(self.weak) and (
+                r == len(self.refined) or self.weak[self.next_weak] <= self.refined[r]
+            ):
+                _, node_i, node = self.weak[self.next_weak]
+                self.next_weak += 1
+                for bound in self.cost(node):
+                    bisect.insort(self.refined, (bound, node_i, node))
+                continue
+            if r == len(self.refined):
+                return
+            yield self.refined[r]
+            r += 1
+
+
 @dataclass(frozen=True, slots=True)
 class _SizeTable:
     """Per pod size, what the snapshot's free GPUs offer (before any eviction)."""
@@ -96,8 +160,8 @@ class _SizeTable:
     ready: tuple[int, ...]  # nodes (index) that host such a pod as they are
     bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
     bounds_unprotected: tuple[tuple[int, float, int], ...]  # the same with protected 0, sorted
-    free_slots: int  # such pods that fit as the nodes are
-    extra: tuple[tuple[float, str], ...]  # (lost bound of one more slot, node), sorted
+    free_slots: tuple[int, ...]  # [k]: such pods that fit, as they are, on nodes k onwards
+    extra: _SlotOrder  # each further slot's lost bound, cheapest first
 
 
 @dataclass(slots=True)
@@ -197,8 +261,8 @@ class Search:
         s = self.s
         ready: list[int] = []
         bounds: list[tuple[int, float, int]] = []
-        extra: list[tuple[float, str]] = []
-        slots = 0
+        weak: list[tuple[float, int, str]] = []
+        slots = [0] * (len(s.node_names) + 1)
         for node_i, node in enumerate(s.node_names):
             if not can_host(s, node, gpus):
                 continue
@@ -206,22 +270,72 @@ class Search:
             if gpus == 0:
                 ready.append(node_i)
                 continue
-            slots += free // gpus
+            slots[node_i] = free // gpus
             if free >= gpus:
                 ready.append(node_i)
             if node in self.node_bound:
                 protected, rate = self.node_bound[node]
                 if free < gpus:
                     bounds.append((protected, (gpus - free) * rate, node_i))
-                more = s.node_gpus[node] // gpus - free // gpus
-                extra.extend([((gpus - free % gpus) * rate, node)] * more)
+                if s.node_gpus[node] // gpus > free // gpus:
+                    weak.append(((gpus - free % gpus) * rate, node_i, node))
         return _SizeTable(
             tuple(ready),
             tuple(sorted(bounds)),
             tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
-            slots,
-            tuple(sorted(extra)),
+            tuple(itertools.accumulate(reversed(slots)))[::-1],
+            _SlotOrder(tuple(sorted(weak)), lambda node: self._slot_costs(node, gpus)),
         )
+
+    def _slot_costs(self, node: str, gpus: int) -> list[float]:
+        """Lower bounds on the lost work of each further ``gpus``-slot on ``node``, non-decreasing.
+
+        Lost work is a sum over evicted pods (their GPUs times their job's
+        loss rate), so the pods of an untouched node carry their own share of
+        any plan's cost, whatever else the plan evicts (a gang broken here
+        costs more, never less). ``cover[x]`` is the least such share that
+        frees ``x`` GPUs there (a 0/1 knapsack over the node's candidate
+        pods); the j-th further slot needs ``(free // gpus + j) * gpus - free``
+        of them. The marginals of the lower convex hull of those costs never
+        exceed the real ones summed and never decrease, so taking the
+        cheapest slots across nodes (as ``_remaining_bound`` does) stays a
+        lower bound. Slots the node's candidates cannot free are left out: no
+        plan has them.
+        """
+        free = self.s.node_free[node]
+        options = [
+            [(g.gpus, g.gpus * self.s.candidates[g.candidate].lost_per_gpu_s)]
+            for g in self.groups.get(node, ())
+            for _ in g.pods
+        ]
+        room = min(self.s.node_gpus[node], free + sum(max(f for f, _ in o) for o in options))
+        more = room // gpus - free // gpus
+        if more <= 0:
+            return []
+        need = (free // gpus + more) * gpus - free
+        cover = [0.0] + [math.inf] * need  # cover[x]: least charge that frees at least x
+        for group in options:
+            nxt = list(cover)
+            for x in range(1, need + 1):
+                for freed, charge in group:
+                    before = cover[max(0, x - freed)] + charge
+                    if before < nxt[x]:
+                        nxt[x] = before
+            cover = nxt
+        points = [cover[(free // gpus + j) * gpus - free] if j else 0.0 for j in range(more + 1)]
+        hull = [0]  # indexes of the lower convex hull of (j, points[j])
+        for j in range(1, more + 1):
+            while len(hull) >= 2:
+                a, b = hull[-2], hull[-1]
+                if (points[b] - points[a]) * (j - a) >= (points[j] - points[a]) * (b - a):
+                    hull.pop()
+                else:
+                    break
+            hull.append(j)
+        marginals: list[float] = []
+        for a, b in itertools.pairwise(hull):
+            marginals.extend([(points[b] - points[a]) / (b - a)] * (b - a))
+        return marginals
 
     # -- driving -------------------------------------------------------------
 
@@ -531,9 +645,13 @@ class Search:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.
 
         For each pod size: the slots nodes already have for free cover some
-        pods; every further pod needs GPUs freed on some node, at least the
-        GPUs that node lacks times its lowest loss rate. Summing the cheapest
-        such slots never overestimates, because lost work adds up per GPU.
+        pods; every further pod needs GPUs freed on some node. On a node this
+        branch left untouched, a slot costs at least its pods' own share of
+        lost work (``_slot_costs``); on one it changed, at least the GPUs it
+        lacks times its lowest loss rate. Summing the cheapest such slots
+        never overestimates, because lost work adds up per evicted pod.
+        Pods the same size as the one placed last go to nodes from its node
+        on (``_children``), so only those nodes' slots count for them.
         The largest bound over the sizes is returned; infinity when the pods
         cannot fit even with every candidate evicted.
         """
@@ -542,13 +660,15 @@ class Search:
         for pod in s.to_place[i:]:
             if pod.gpus:
                 sizes[pod.gpus] = sizes.get(pod.gpus, 0) + 1
+        same = s.to_place[i - 1].gpus if i > 0 else None
         bound = 0.0
         for gpus, count in sizes.items():
             table = self.tables[gpus]
-            slots = table.free_slots
+            first = state.last_node if gpus == same else 0
+            slots = table.free_slots[first]
             fresh: list[float] = []
             for node, free in state.free.items():
-                if not can_host(s, node, gpus):
+                if not can_host(s, node, gpus) or self.node_index[node] < first:
                     continue
                 slots += free // gpus - s.node_free[node] // gpus
                 if node in self.node_bound:
@@ -556,24 +676,9 @@ class Search:
                     fresh.extend([(gpus - free % gpus) * self.node_bound[node][1]] * more)
             if slots >= count:
                 continue
-            short = count - slots
             fresh.sort()
-            cheapest: list[float] = []
-            k = 0
-            for value, node in table.extra:  # sorted: stop once enough are taken
-                if len(cheapest) >= short:
-                    break
-                if node in state.free:
-                    continue
-                while k < len(fresh) and fresh[k] <= value and len(cheapest) < short:
-                    cheapest.append(fresh[k])
-                    k += 1
-                if len(cheapest) < short:
-                    cheapest.append(value)
-            cheapest.extend(fresh[k : k + short - len(cheapest)])
-            if len(cheapest) < short:
-                return math.inf
-            bound = max(bound, math.fsum(cheapest))
+            short = count - slots
+            bound = max(bound, _cheapest(table.extra.entries(), fresh, short, first, state.free))
         return bound
 
     def _beyond_best(self, state: State, protected: int, lost: float, victims: int = 0) -> bool:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -45,6 +46,9 @@ from gpuyield.agents.simulator.state import Cluster, Phase, SimJob, SimPod
 from gpuyield.schemas.scenario import Scenario
 
 HOUR = 3600.0
+
+
+_ORDER = operator.attrgetter("order_key")
 
 
 class Event(IntEnum):
@@ -321,6 +325,7 @@ class Simulation:
             if not held:
                 del self.cluster.reserved[node]
         pod.node = node
+        job.unplaced -= 1
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] += gpus
 
@@ -329,7 +334,10 @@ class Simulation:
         gpus = job.spec.gpus_per_pod
         self.cluster.free[pod.node] += gpus
         pod.node = None
-        pod.releasing_until = None
+        job.unplaced += 1
+        if pod.releasing_until is not None:
+            pod.releasing_until = None
+            job.releasing -= 1
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] -= gpus
 
@@ -342,7 +350,7 @@ class Simulation:
                 self._free_pod(job, pod)
         if job.phase in (Phase.DONE, Phase.FAILED):
             self._ended(job)
-        if job.yielding and not any(p.releasing_until is not None for p in job.pods):
+        if job.yielding and not job.releasing:
             job.yielding = False
             if not job.placed():
                 job.phase = Phase.SUSPENDED
@@ -416,7 +424,7 @@ class Simulation:
     def schedulable(self) -> list[SimJob]:
         """Jobs that want pods, in Volcano's job order: priority, then submission."""
         out = [job for job in self._active.values() if self._wants_pods(job)]
-        out.sort(key=lambda j: (-j.spec.priority, j.spec.submit_s, j.name))
+        out.sort(key=_ORDER)
         return out
 
     def _wants_pods(self, job: SimJob) -> bool:
@@ -426,13 +434,7 @@ class Simulation:
             return False
         if phase is Phase.SUSPENDED and job.resume_not_before > self.now:
             return False
-        waiting = False
-        for pod in job.pods:
-            if pod.releasing_until is not None:
-                return False
-            if pod.node is None:
-                waiting = True
-        return waiting
+        return job.unplaced > 0 and not job.releasing
 
     def cycle(self) -> None:
         for name, until in list(self.reserved_until.items()):
@@ -529,10 +531,15 @@ class Simulation:
 
     def _free_bounds(self) -> tuple[int, int]:
         """The largest free slot on a node and all free GPUs, less every nomination."""
-        free = list(self.cluster.free)
+        free = self.cluster.free
+        if not self.cluster.reserved:  # free GPUs are never negative; a nomination may be
+            return max(free, default=0), sum(free)
+        free = list(free)
+        below = 0
         for node, held in self.cluster.reserved.items():
             free[node] -= sum(held.values())
-        return max(free, default=0), sum(max(0, f) for f in free)
+            below += min(0, free[node])
+        return max(free, default=0), sum(free) - below
 
     def _ahead_of(
         self, suspended: SimJob, top_in_queue: dict[str, int], top_reclaiming: int | None
@@ -612,6 +619,7 @@ class Simulation:
             pod = job.pods[index]
             if pod.node is not None and pod.releasing_until is None:
                 pod.releasing_until = until
+                job.releasing += 1
                 released.append(index)
         if released:
             self._push(until, Event.RELEASE, (job.name, tuple(released)))

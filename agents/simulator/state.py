@@ -52,6 +52,15 @@ class SimJob:
     finish_version: int = 0
     resume_not_before: float = -math.inf  # times may be negative (the warm-up)
     yielding: bool = False  # gpuyield: an emergency checkpoint is being written
+    unplaced: int = -1  # pods without a node (the engine keeps it; -1: all of them)
+    releasing: int = 0  # pods terminating (the engine keeps it)
+    order_key: tuple[int, float, str] = (0, 0.0, "")  # Volcano's job order (set from the spec)
+
+    def __post_init__(self) -> None:
+        self.order_key = (-self.spec.priority, self.spec.submit_s, self.spec.name)
+        if self.unplaced < 0:
+            self.unplaced = sum(1 for p in self.pods if p.node is None)
+        self.releasing = sum(1 for p in self.pods if p.releasing_until is not None)
 
     @property
     def name(self) -> str:

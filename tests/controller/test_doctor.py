@@ -186,6 +186,32 @@ def test_volcano_preempting_in_a_scheduler_conf_given_beside_the_dump() -> None:
     assert finding.object == "--scheduler-conf"
 
 
+def test_a_pod_volcano_is_evicting_in_the_dump_shows_preempt_is_on() -> None:
+    """The evidence the live volcano-evicting alert reads, caught before the pod is gone."""
+    objects = healthy()
+    victim = next(o for o in objects if o["kind"] == "Pod")
+    victim["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "volcano: preempting to accommodate a higher priority pod",
+        }
+    )
+    finding = only(checks(objects), "volcano-preempt-enabled")
+    assert finding.object == "Pod/research/sweep-worker-0"
+    assert "volcano is evicting it (preempt)" in finding.message
+
+
+def test_a_pod_gpuyield_evicts_in_the_dump_is_no_finding() -> None:
+    objects = healthy()
+    victim = next(o for o in objects if o["kind"] == "Pod")
+    victim["status"]["conditions"].append(
+        {"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}
+    )
+    assert checks(objects) == []
+
+
 def test_a_pod_grace_shorter_than_the_checkpoint_grace() -> None:
     objects = healthy()
     for obj in objects:

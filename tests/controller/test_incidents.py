@@ -151,6 +151,24 @@ def test_a_checkpoint_older_than_three_intervals_fires_and_a_fresh_one_resolves_
     assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
 
 
+def test_a_resumed_job_is_judged_from_its_restart_not_from_before_its_suspension() -> None:
+    """It restarted from its newest checkpoint: the hours it waited put no work at risk."""
+    c = shared_pool()
+    c.feed(progress("research/sweep-0", checkpoint_at=NOW - 600, at=NOW))
+    for k in range(2):  # suspended for an hour and a half, then its pods start anew
+        c.delete(pod("sweep-0", k, namespace="research", node=f"gpu-0{k}"), NOW + 10)
+    for k in range(2):
+        c.add(
+            pod("sweep-0", k, namespace="research", node=f"gpu-0{k}", started=NOW + 5400),
+            NOW + 5400,
+        )
+    c.tick(NOW + 5410)
+    assert of(c, AlertKind.CHECKPOINT_STALE) == []
+    c.tick(NOW + 5400 + 1801)  # no checkpoint in three intervals of this run
+    (stale,) = of(c, AlertKind.CHECKPOINT_STALE)
+    assert stale.details["age_s"] == 1801
+
+
 def test_a_job_that_reports_no_checkpoint_interval_is_never_stale() -> None:
     c = shared_pool()
     c.feed(

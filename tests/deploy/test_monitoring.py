@@ -221,3 +221,55 @@ def test_the_service_monitor_reaches_the_metrics_port_of_the_worker_and_the_node
                     for p in c.get("ports", [])
                 }
                 assert exposed.get(target) == port, workload["metadata"]["name"]
+
+
+def expositions() -> dict[str, str]:
+    """What each process serves, every labelled family with a sample (an unset label
+    shows no series, and a lint of names needs the series)."""
+    node = NodeMetrics(prefix="p.")
+    node.behind("p.gpuyield.yield-commands", 3, 0)
+    node.dead_letter("p.gpuyield.yield-commands")
+    archive = ArchiveMetrics(prefix="p.")
+    archive.written("p.gpuyield.decisions", 10)
+    archive.positions([("p.gpuyield.decisions", 0, 2)])
+    worker = WorkerMetrics(prefix="p.")
+    worker.lag.observe("gpuyield.kube-events", 0, 5)
+    return {
+        name: generate_latest(registry).decode()
+        for name, registry in (
+            ("worker", worker.registry),
+            ("node agent", node.registry),
+            ("archiver", archive.registry),
+        )
+    }
+
+
+@needs_promtool
+@pytest.mark.parametrize("process", ["worker", "node agent", "archiver"])
+def test_promtools_lint_finds_nothing_in_what_each_process_serves(
+    process: str, tmp_path: Path
+) -> None:
+    """Prometheus' naming conventions, as ``promtool check metrics`` lints them (units as
+    suffixes, ``_total`` counters, base units, no reserved names)."""
+    assert PROMTOOL is not None
+    done = subprocess.run(
+        [PROMTOOL, "check", "metrics"],
+        input=expositions()[process],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+BOUNDED_LABELS = {"outcome", "queue", "kind", "severity", "topic", "phase", "le"}
+"""Every label any family carries: values from enums, queues and topics; never a job,
+pod or command id (those stay in the alert stream and the archive)."""
+
+
+def test_no_family_is_labelled_by_job_pod_or_command() -> None:
+    for process, text in expositions().items():
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                assert set(sample.labels) <= BOUNDED_LABELS, (process, sample)

@@ -22,7 +22,7 @@ works against it.
 Tests drive it from their own thread: writes (``create``/``replace``/
 ``modify``/``delete``) and controls (``compact``, ``drop_watches``,
 ``end_watches``, ``send_bookmarks``, ``fail_next``, ``after_list_page``,
-``forbid``, ``before_write``) run on the server's loop and return once
+``forbid``, ``uninstall``, ``before_write``) run on the server's loop and return once
 done, so a test never races the server. Every request is recorded, so a test
 can check what the client asked for::
 
@@ -41,6 +41,7 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -221,6 +222,19 @@ def parse_path(path: str) -> _Route | None:
     return _Route(resource, namespace, name)
 
 
+def write_kubeconfig(path: Path, server: str, *, user: str = "gpuyield") -> Path:
+    """A kubeconfig whose current context is ``server``, with a token nobody checks."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{server}'}}}}]\n"
+        f"users: [{{name: {user}, user: {{token: not-checked}}}}]\n"
+        f"contexts: [{{name: fake, context: {{cluster: fake, user: {user}}}}}]\n"
+        "current-context: fake\n",
+        encoding="utf-8",
+    )
+    return path
+
+
 def _truthy(value: str | None) -> bool:
     return value in ("true", "True", "1")
 
@@ -247,6 +261,7 @@ class FakeKubeApi:
         self._requests: list[RecordedRequest] = []
         self._failures: list[_Failure] = []
         self._forbidden: list[_Denial] = []
+        self._absent_groups: frozenset[str] = frozenset()
         self._list_hooks: list[Callable[[RecordedRequest], None]] = []
         self._write_hooks: list[Callable[[RecordedRequest], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -422,6 +437,16 @@ class FakeKubeApi:
 
         return self._call(count)
 
+    def uninstall(self, group: str) -> None:
+        """Serve nothing of API group ``group`` from now on, as a cluster without its CRDs:
+        its paths answer 404 (``the server could not find the requested resource``) and
+        discovery leaves the group out."""
+        self._absent_groups = self._absent_groups | {group}
+
+    def write_kubeconfig(self, path: Path, *, user: str = "gpuyield") -> Path:
+        """A kubeconfig whose current context points at this server (the token is not checked)."""
+        return write_kubeconfig(path, self.url, user=user)
+
     # -- RBAC denials ---------------------------------------------------------
 
     def forbid(
@@ -521,8 +546,11 @@ class FakeKubeApi:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         route = parse_path(request.path)
+        if route is not None and route.resource.group in self._absent_groups:
+            route = None  # its CRDs are not installed: no such route
         query = dict(request.query)
-        served = discovery(request.path, self.url) if request.method == "GET" else None
+        absent = self._absent_groups
+        served = discovery(request.path, self.url, absent) if request.method == "GET" else None
         if served is not None:
             verb = "discovery"
         elif route is None:

@@ -56,19 +56,22 @@ def _resource(resource: ResourceType) -> Object:
     return entry
 
 
-def _group_versions() -> dict[str, list[str]]:
+def _group_versions(absent: frozenset[str]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for resource in RESOURCE_TYPES:
+        if resource.group in absent:
+            continue
         versions = groups.setdefault(resource.group, [])
         if resource.version not in versions:
             versions.append(resource.version)
     return groups
 
 
-def discovery(path: str, url: str) -> Object | None:
-    """The document served at ``path``, or None if ``path`` is not a discovery path."""
+def discovery(path: str, url: str, absent: frozenset[str] = frozenset()) -> Object | None:
+    """The document served at ``path``, or None if ``path`` is not a discovery path;
+    the API groups in ``absent`` (their CRDs not installed) are not served."""
     parts = [p for p in path.split("/") if p]
-    groups = _group_versions()
+    groups = _group_versions(absent)
     if parts == ["version"]:
         return SERVER_VERSION
     if parts == ["api"]:

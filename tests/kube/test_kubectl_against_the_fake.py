@@ -2,7 +2,8 @@
 
 The reservation tests trust the fake's patch semantics, validation and watch
 events; here the same calls are made by kubectl (discovery, ``taint``,
-``patch --type=strategic|merge|json``, ``get -o json``, ``get -w``) and what
+``patch --type=strategic|merge|json``, ``get -o json``, ``get -w``, the dump
+``gpuyield doctor`` reads) and what
 kubectl is told must match what gpuyield's own client reads back.
 """
 
@@ -18,8 +19,9 @@ from pathlib import Path
 import kubernetes.client
 import pytest
 from fakes.kube_api import FakeKubeApi
-from fakes.kube_objects import a_gpu_node, a_volcano_job, pods_for
+from fakes.kube_objects import a_gpu_node, a_queue, a_volcano_job, pod_group_for, pods_for
 
+from gpuyield.streams.kube_cluster import ClusterUnreadable, ListSettings, read_cluster
 from gpuyield.streams.kube_reservations import TAINT_KEY, Hold, ReservationEnforcer, taint_value
 
 LATER = 4_000_000_000.0
@@ -254,3 +256,34 @@ def test_a_reservation_taint_written_by_hand_is_removed_by_a_full_reconcile(
 
     taints = json.loads(ok(kubectl, "get", "node", "gpu-00", "-o", "jsonpath={.spec.taints}"))
     assert {t["key"] for t in taints} == {DRAIN, "nvidia.com/gpu"}
+
+
+def test_doctors_live_read_holds_what_kubectls_dump_of_the_cluster_holds(
+    kube_api: FakeKubeApi, kubectl: list[str]
+) -> None:
+    job = a_volcano_job("ft-llama", namespace="prod", queue="production", replicas=2)
+    for obj in (a_gpu_node("gpu-00"), a_queue("production"), job, pod_group_for(job)):
+        kube_api.create(obj)
+    for pod in pods_for(job, nodes=["gpu-00", None]):
+        kube_api.create(pod)
+
+    dump = json.loads(ok(kubectl, "get", "nodes,pods,queues,podgroups,vcjob", "-A", "-o", "json"))
+    live = read_cluster(kube_api.configuration(), ListSettings(page_size=2))
+
+    def by_name(items: list[dict]) -> list[tuple[str, str, dict]]:
+        return sorted((i["kind"], i["metadata"]["name"], i) for i in items)
+
+    assert by_name(live) == by_name(dump["items"])
+
+
+def test_without_volcanos_crds_kubectl_knows_no_vcjob_and_the_list_is_a_404(
+    kube_api: FakeKubeApi, kubectl: list[str]
+) -> None:
+    kube_api.uninstall("batch.volcano.sh")
+
+    result = run(kubectl, "get", "vcjob", "-A")
+
+    assert result.returncode != 0
+    assert 'the server doesn\'t have a resource type "vcjob"' in result.stderr
+    with pytest.raises(ClusterUnreadable, match="HTTP 404 Not Found"):
+        read_cluster(kube_api.configuration())

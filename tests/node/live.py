@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 from gpuyield.agents.node.executor import ExecutorSettings
 from gpuyield.agents.node.gpus import FixedGpuCounter
 from gpuyield.agents.node.local_signaller import LocalPodRegistry, LocalProcessSignaller
+from gpuyield.agents.node.metrics import NodeMetrics
 from gpuyield.agents.node.pods import PodRef
 from gpuyield.agents.node.service import AgentTopics, NodeAgentConfig, run_node_agent
 from gpuyield.agents.node.signalling import Signaller
@@ -79,7 +80,9 @@ class Live:
         return Counting(LocalProcessSignaller(self.registry))
 
     @contextlib.asynccontextmanager
-    async def agent(self, signaller: Signaller | None = None) -> AsyncIterator[None]:
+    async def agent(
+        self, signaller: Signaller | None = None, metrics: NodeMetrics | None = None
+    ) -> AsyncIterator[None]:
         """A node agent on ``node-a`` for the block, ready to consume when the block starts."""
         config = NodeAgentConfig(
             node=NODE,
@@ -101,6 +104,7 @@ class Live:
                 gpus=FixedGpuCounter(2),
                 stop=stop,
                 ready=ready,
+                metrics=metrics,
             )
         )
         waiter = asyncio.create_task(ready.wait())

@@ -3,7 +3,7 @@
 Against the real broker: heartbeats of many jobs spread over the topic's 8
 partitions; the feed reads nothing until a yield follows a job, then that
 job's partition only (from before the yield, caught up when ``follow``
-returns), and nothing again once the yield is over.
+returns), and nothing again once the yield is over. What it follows is in its consumer lag.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from gpuyield.agents.node.heartbeat_feed import HeartbeatFeed
+from gpuyield.agents.node.metrics import NodeMetrics
 from gpuyield.agents.node.progress import ProgressBoard
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import Heartbeat
@@ -23,6 +24,7 @@ from gpuyield.streams.partitioning import partition_for
 from gpuyield.streams.topics import HEARTBEATS, TopicSpec
 
 JOBS = [f"team/job-{i}" for i in range(24)]
+LAG = "gpuyield_consumer_lag_messages"
 BEATS_PER_JOB = 5
 
 
@@ -124,3 +126,36 @@ async def test_the_partition_is_dropped_when_the_last_yield_on_it_ends(
         await asyncio.sleep(0.1)
     assert reader.assigned == frozenset()
     assert reader.read == read  # the second follow re-read nothing
+
+
+async def test_the_followed_partitions_lag_is_reported_until_it_is_let_go(
+    kafka_bootstrap: str, topic: str, topic_prefix: str
+) -> None:
+    metrics = NodeMetrics(prefix=topic_prefix)
+    feed = HeartbeatFeed(
+        ProgressBoard(),
+        topic=topic,
+        kafka={"bootstrap_servers": kafka_bootstrap},
+        catch_up_timeout_s=20,
+        metrics=metrics,
+    )
+    await feed.start(range(8))
+    task = asyncio.create_task(feed.run())
+    labels = {"topic": "gpuyield.heartbeats"}
+    try:
+        assert metrics.registry.get_sample_value(LAG, labels) is None  # reads nothing yet
+        await feed.follow(JOBS[0], since=time.time())
+        await asyncio.sleep(0.5)
+        assert metrics.registry.get_sample_value(LAG, labels) == 0  # caught up
+        partition = partition_for(JOBS[0].encode(), range(8))
+        assert metrics.lag.partitions("gpuyield.heartbeats") == {partition}
+        feed.unfollow(JOBS[0])
+        for _ in range(50):
+            if not feed.assigned:
+                break
+            await asyncio.sleep(0.1)
+        assert metrics.lag.partitions("gpuyield.heartbeats") == frozenset()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await feed.stop()

@@ -1,10 +1,14 @@
-"""The node agent's phases as metrics: a metered ledger (real Redis) sees every transition."""
+"""The node agent's metrics: a metered ledger (real Redis) sees every phase transition; the
+consumer lag of the topics it reads comes from the real broker's high watermarks."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from redis.asyncio import Redis
 
 from gpuyield.agents.node.executor import ExecutorSettings, YieldExecutor
@@ -13,6 +17,9 @@ from gpuyield.agents.node.metrics import MeteredLedger, NodeMetrics
 from gpuyield.agents.node.pods import PodRef
 from gpuyield.agents.node.progress import ProgressBoard
 from gpuyield.agents.node.records import Phase, YieldRecord
+from gpuyield.agents.node.service import AgentTopics, report_lag
+from gpuyield.streams.topics import YIELD_COMMANDS, TopicSpec
+from node.live import NODE, Live
 from node.node_fakes import (
     FakeAcks,
     FakeClock,
@@ -95,3 +102,78 @@ def test_writing_the_same_phase_again_is_no_transition() -> None:
     metrics.entered(record)  # a retried save
     assert sample(metrics, "gpuyield_node_phase_transitions_total", phase="signalling") == 1
     assert sample(metrics, "gpuyield_node_commands_in_flight", phase="signalling") == 1
+
+
+LAG = "gpuyield_consumer_lag_messages"
+
+
+async def test_the_lag_is_the_partitions_end_less_what_the_agent_has_fetched(
+    kafka_bootstrap: str, fresh_topics: dict[str, TopicSpec], topic_prefix: str
+) -> None:
+    commands = fresh_topics[YIELD_COMMANDS].name
+    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
+    await producer.start()
+    try:
+        for i in range(5):
+            await producer.send_and_wait(commands, f"c{i}".encode(), partition=3)
+    finally:
+        await producer.stop()
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    metrics = NodeMetrics(prefix=topic_prefix)
+    try:
+        consumer.assign([TopicPartition(commands, 3)])
+        fetched: list[object] = []
+        while not fetched:
+            fetched = [
+                m
+                for ms in (await consumer.getmany(timeout_ms=1000, max_records=2)).values()
+                for m in ms
+            ]
+        await report_lag(consumer, metrics)
+    finally:
+        await consumer.stop()
+    assert len(fetched) == 2
+    assert metrics.registry.get_sample_value(LAG, {"topic": "gpuyield.yield-commands"}) == 3
+
+
+async def test_a_running_agent_reports_the_lag_of_its_commands_partition(
+    kafka_bootstrap: str,
+    fresh_topics: dict[str, TopicSpec],
+    topic_prefix: str,
+    redis_url: str,
+    redis_prefix: str,
+    tmp_path: Path,
+) -> None:
+    client = Redis.from_url(redis_url)
+    live = Live(
+        kafka_bootstrap,
+        AgentTopics.with_prefix(topic_prefix),
+        client,
+        redis_prefix.rstrip(":"),
+        tmp_path,
+    )
+    metrics = NodeMetrics(prefix=topic_prefix)
+    try:
+        async with live.agent(metrics=metrics):
+            await live.send(live.topics.commands, b"not a command", key=NODE)
+            for _ in range(100):  # read once it is dead-lettered
+                if sample(metrics, "gpuyield_dead_letters_total", topic="gpuyield.yield-commands"):
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # the next fetch reports the lag after it
+    finally:
+        live.cleanup()
+        await client.aclose()
+    assert sample(metrics, "gpuyield_dead_letters_total", topic="gpuyield.yield-commands") == 1
+    assert metrics.registry.get_sample_value(LAG, {"topic": "gpuyield.yield-commands"}) == 0
+
+
+def test_a_partition_let_go_no_longer_counts_in_the_lag() -> None:
+    metrics = NodeMetrics(prefix="p.")
+    metrics.behind("p.gpuyield.heartbeats", 1, 40)
+    metrics.behind("p.gpuyield.heartbeats", 5, 7)
+    metrics.released("p.gpuyield.heartbeats", 1)
+    assert sample(metrics, LAG, topic="gpuyield.heartbeats") == 7
+    metrics.released("p.gpuyield.heartbeats", 5)
+    assert metrics.registry.get_sample_value(LAG, {"topic": "gpuyield.heartbeats"}) == 0

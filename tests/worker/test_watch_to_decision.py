@@ -7,9 +7,11 @@ process. Nothing in between is simulated.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,14 @@ from fakes.kube_store import resource_of
 from fakes.waiting import eventually
 from live_worker import GPUYIELD, LiveWorker, decoded, read_until
 
-from gpuyield.schemas.messages import Decision, Reservation, YieldCommand
+from gpuyield.schemas.messages import (
+    Alert,
+    AlertKind,
+    AlertState,
+    Decision,
+    Reservation,
+    YieldCommand,
+)
 from gpuyield.streams.kube_reservations import TAINT_KEY, taint_value
 from gpuyield.streams.taints import tolerates
 
@@ -214,3 +223,83 @@ async def test_the_freed_nodes_are_reserved_for_the_preemptor_until_volcano_plac
             watch.wait(20)
         states = [r.state.value for r in decoded(seen[reservations_topic], Reservation)]
         assert states == ["held", "released"]
+
+
+@contextlib.contextmanager
+def watching(
+    api: FakeKubeApi, worker: LiveWorker, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``gpuyield watch`` on ``api`` for the block, publishing where ``worker`` reads."""
+    config = kubeconfig(tmp_path / "kubeconfig", api.url)
+    env = {
+        **os.environ,
+        "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "GPUYIELD_TOPIC_PREFIX": topic_prefix,
+        "GPUYIELD_REDIS_URL": worker.redis_url,
+        "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
+    }
+    with (tmp_path / "watch.log").open("ab") as log:
+        watch = subprocess.Popen(
+            [GPUYIELD, "watch", "--kubeconfig", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        yield watch
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        watch.wait(20)
+
+
+def evicted_by_volcano(pod: dict[str, Any]) -> None:
+    """What Volcano's evictor writes on its victim's status before it deletes it."""
+    conditions = [c for c in pod["status"]["conditions"] if c["type"] != "Ready"]
+    pod["status"]["conditions"] = [
+        *conditions,
+        {
+            "type": "Ready",
+            "status": "False",
+            "reason": "Evict",
+            "message": "Pod is evicted, because of reclaim",
+        },
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": "volcano: preempting to accommodate a higher priority pod",
+        },
+    ]
+
+
+async def test_a_pod_volcano_reclaims_on_the_api_server_raises_volcano_evicting(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, tmp_path: Path
+) -> None:
+    with FakeKubeApi() as api:
+        for i in range(2):
+            api.create(a_gpu_node(f"gpu-{i:02d}"))
+        api.create(a_queue("research", capability={GPU: 16}))
+        running_job(api, "sweep-a", ["gpu-00", "gpu-01"])
+        worker: LiveWorker = worker_factory()
+        with watching(api, worker, kafka_bootstrap, topic_prefix, tmp_path) as watch:
+            worker.wait_ready()
+            job = a_volcano_job("sweep-a", namespace="research", replicas=2, gpus_per_pod=8)
+            victim = pods_for(job, nodes=["gpu-00", "gpu-01"])[0]
+            api.modify(victim, evicted_by_volcano)
+            api.delete(victim)
+            alerts_topic = topic_prefix + "gpuyield.alerts"
+            seen = await read_until(
+                kafka_bootstrap,
+                [alerts_topic],
+                lambda s: bool(s[alerts_topic]),
+                settle_s=2.0,
+            )
+        alerts = decoded(seen[alerts_topic], Alert)
+        watch_log = (tmp_path / "watch.log").read_text(errors="replace")
+        assert [(a.kind, a.state) for a in alerts] == [
+            (AlertKind.VOLCANO_EVICTING, AlertState.FIRING)
+        ], worker.tail() + watch_log
+        assert alerts[0].job == "research/sweep-a"
+        assert alerts[0].details["action"] == "reclaim"
+        assert alerts[0].details["pod"] == f"research/{victim['metadata']['name']}"
+        assert watch.returncode == 0, watch_log

@@ -1,4 +1,5 @@
-"""A real ``gpuyield worker`` with GPUYIELD_METRICS_PORT serves what the shipped rules query."""
+"""A real ``gpuyield worker`` with GPUYIELD_METRICS_PORT serves what the shipped rules and
+dashboard panels query (but the node agent's and the archiver's own families)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ import pytest
 from cluster_objects import event as kube_event
 from cluster_objects import node
 from live_worker import publish
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
-from deploy.monitoring import NOT_OURS, base_name, metric_names, rules
+from deploy.monitoring import NOT_OURS, base_name, metric_names, panel_expressions, rules
+from gpuyield.agents.node.metrics import NodeMetrics
+from gpuyield.agents.worker.metrics import WorkerMetrics
+from gpuyield.streams.metrics import ArchiveMetrics
 
 NOW = 1_764_460_800.0
 
@@ -70,7 +75,21 @@ async def test_the_worker_serves_the_rules_metrics_and_counts_what_it_reads(
     assert (sample(text, "gpuyield_decider_step_seconds_count") or 0) >= 2  # and the ticks
     assert sample(text, "gpuyield_consumer_lag_messages", topic="gpuyield.kube-events") == 0
     served = {f.name for f in text_string_to_metric_families(text)}
-    node_agent_only = {"gpuyield_node_commands_in_flight"}
-    for rule in rules():
-        for metric in metric_names(rule["expr"]) - NOT_OURS - node_agent_only:
-            assert base_name(metric).removesuffix("_total") in served, (rule["alert"], metric)
+    named = {rule["alert"]: rule["expr"] for rule in rules()} | {
+        f"panel {i}": expr for i, expr in enumerate(panel_expressions())
+    }
+    for where, expression in named.items():
+        for metric in metric_names(expression) - NOT_OURS:
+            family = base_name(metric).removesuffix("_total")
+            if family not in OTHER_PROCESSES:
+                assert family in served, (where, metric)
+
+
+def families(registry: CollectorRegistry) -> set[str]:
+    return {m.name for m in registry.collect()}
+
+
+OTHER_PROCESSES = (
+    families(NodeMetrics().registry) | families(ArchiveMetrics().registry)
+) - families(WorkerMetrics().registry)
+"""Families only the node agent or the archiver serve: the worker need not."""
