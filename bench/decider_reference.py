@@ -54,9 +54,9 @@ def digest(outcome: Outcome) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def record(path: str, nodes: int, inputs: int, urgent_every: int, seed: int) -> None:
+def record(path: str, nodes: int, inputs: int, urgent_every: int, share: float, seed: int) -> None:
     config = ControllerConfig()
-    stream = Stream(nodes, seed=seed, urgent_every=urgent_every)
+    stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
     records: dict[str, Any] = {}
     messages: list[Input] = [Tick(at=stream.now), *stream.initial()]
     with gzip.open(path, "wt") as out:
@@ -88,9 +88,12 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=32)
     parser.add_argument("--inputs", type=int, default=2500)
     parser.add_argument("--urgent-every", type=int, default=150)
+    parser.add_argument("--unschedulable-share", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=3)
     args = parser.parse_args()
-    record(args.path, args.nodes, args.inputs, args.urgent_every, args.seed)
+    record(
+        args.path, args.nodes, args.inputs, args.urgent_every, args.unschedulable_share, args.seed
+    )
 
 
 if __name__ == "__main__":

@@ -1301,7 +1301,7 @@ def _watch_conditions(s: _Step) -> None:
     # Only the jobs that can meet a condition now, in name order (as ``views``).
     names = sorted({*s.index.stale_candidates(s.now), *s.index.pending_sla})
     candidates = {name: views[name] for name in names}
-    for found in incidents.conditions(s.view, candidates, s.now, s.config):
+    for found in incidents.conditions(s.view, candidates, s.now, s.config, s.index.pods_of):
         s.alert(
             derive_id(*found.base_id_parts),
             found.kind,
@@ -1341,7 +1341,8 @@ def _resolve_ended(s: _Step) -> None:
     When none had ended at the last look and nothing ``incidents.ended`` reads
     has changed since (the alerts, suspensions, yields, queues, the views of the
     jobs with open alerts, the stuck gangs; no snapshot built in this step),
-    none has now: the conditions that time alone changes only get worse.
+    none has now: the conditions that time alone changes only get worse (but for
+    volcano-evicting, which ends after a quiet while: not remembered while one is open).
     """
     s.jobs()  # brings the epochs up to this step's writes
     epochs = None if s.snapshot_ok else _epochs(s, (ALERT, SUSPENDED, YIELD, QUEUE), ALERT_VIEWS)
@@ -1355,12 +1356,14 @@ def _resolve_ended(s: _Step) -> None:
             record = s.view.typed(key, AlertRecord)
             if record is not None and record.raised_at < s.now:  # not in the step raising it
                 open_.append((key[len(ALERT) :], record))
+                # volcano-evicting ends by time alone (quiet for a while): never remembered
+                later = later or record.kind == AlertKind.VOLCANO_EVICTING.value
             else:
                 later = True
     resolved = False
     if open_:
         views = s.jobs()
-        seen = incidents.Seen(views, s.snapshot_ok, frozenset(s.index.stuck))
+        seen = incidents.Seen(views, s.snapshot_ok, frozenset(s.index.stuck), s.index.pods_of)
         for base, record in open_:
             if incidents.ended(record, s.view, seen, s.now, s.config):
                 s.resolve(base, record)

@@ -359,6 +359,10 @@ class RecordIndex:
             self._names = sorted(self._views)
         return self._names
 
+    def pods_of(self, job: str) -> list[str]:
+        """The key tails of ``job``'s pods (``incidents.PodsOf``), in key order."""
+        return sorted(self.job_pods.get(job, ()))
+
     def stale_candidates(self, now: float) -> list[str]:
         """Jobs whose checkpoint may be stale at ``now``, in name order."""
         return sorted(name for name, due in self.checkpoint_due.items() if due <= now)
