@@ -13,7 +13,8 @@ that rebuilt everything:
 - random message sequences (hypothesis): the index carried across steps and
   updated from each step's writes equals one built afresh from the table, and
   gives the same outcomes as a fresh one;
-- the index's job views equal ``cluster.jobs``, the full rebuild, after every step.
+- the index's job views equal ``cluster.jobs``, the full rebuild, after every step,
+  and each job's run start read from its own pods equals the one read from all pods.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from harness import NOW, production_demand, shared_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller import cluster, incidents
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
 from gpuyield.agents.controller.index import RecordIndex
@@ -152,7 +153,11 @@ def play(script: list[Op]) -> None:
             commands += outcome.commands
             rebuilt = RecordIndex.build(records, config)
             assert carried.state() == rebuilt.state()
-            assert dict(carried.views()) == cluster.jobs(Overlay(records, {}), config)
+            views = cluster.jobs(Overlay(records, {}), config)
+            assert dict(carried.views()) == views
+            assert incidents.run_starts(
+                Overlay(records, {}), views, carried.pods_of
+            ) == incidents.run_starts(Overlay(records, {}), views)
 
 
 def _event(obj: dict[str, Any], at: float, *, deleted: bool = False) -> KubeEvent:
