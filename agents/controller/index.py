@@ -178,7 +178,7 @@ class RecordIndex:
         if kind == NODE:
             self.cluster_gpus -= self.node_gpus.pop(key, 0)
             if value is not None:
-                self.node_gpus[key] = int(value["gpus"])
+                self.node_gpus[key] = int(value.get("gpus", 0))
                 self.cluster_gpus += self.node_gpus[key]
 
     def _alert(self, key: str, value: Record | None) -> None:
@@ -228,7 +228,7 @@ class RecordIndex:
                 _discard(self.job_groups, old, tail)
                 self.dirty.add(old)
             if value is not None:
-                job = f"{value['namespace']}/{value['job']}"
+                job = f"{value.get('namespace')}/{value.get('job')}"
                 self.group_job[tail] = job
                 self.job_groups.setdefault(job, set()).add(tail)
                 self.dirty.add(job)
@@ -240,9 +240,10 @@ class RecordIndex:
                 _discard(self.job_yields, old, tail)
                 self.dirty.add(old)
             if value is not None:
-                self.yield_job[tail] = value["job"]
-                self.job_yields.setdefault(value["job"], set()).add(tail)
-                self.dirty.add(value["job"])
+                job = str(value.get("job"))
+                self.yield_job[tail] = job
+                self.job_yields.setdefault(job, set()).add(tail)
+                self.dirty.add(job)
         else:  # a Volcano Job, a suspension or a progress record: keyed by the job itself
             self.dirty.add(tail)
 
@@ -251,11 +252,11 @@ class RecordIndex:
         if ref is not None:
             _discard(self.ref_pods, ref, tail)
         job: str | None = None
-        if value is not None:
-            namespace = value["namespace"]
-            if value["job"]:
+        if value is not None:  # read leniently: a malformed record fails in its view's parse
+            namespace = value.get("namespace")
+            if value.get("job"):
                 job = f"{namespace}/{value['job']}"
-            elif value["group"]:
+            elif value.get("group"):
                 ref = f"{namespace}/{value['group']}"
                 self.pod_ref[tail] = ref
                 self.ref_pods.setdefault(ref, set()).add(tail)
