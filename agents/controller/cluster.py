@@ -18,7 +18,7 @@ Choices made here (see docs/design/0003-controller.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from gpuyield.agents.controller import queue_capability, yields
@@ -129,91 +129,124 @@ def known_jobs(records: Overlay) -> frozenset[str]:
 
 
 def jobs(records: Overlay, config: ControllerConfig) -> dict[str, JobView]:
-    """Every GPU job the records know, by ``namespace/name``."""
-    groups, pods_of = _pods_by_job(records)
-    vjobs = dict(records.typed_prefix(VJOB, VJobRecord))
-    leaving_pods: dict[str, frozenset[str]] = {}
-    for _, record in records.typed_prefix(YIELD, YieldRecord):
-        pods = yields.leaving_pods(record)
-        if pods:
-            leaving_pods[record.job] = leaving_pods.get(record.job, frozenset()) | pods
-    # A job whose resume was issued waits like any pending job from then on.
-    suspended = {
-        job
-        for job, record in records.typed_prefix(SUSPENDED, SuspendedRecord)
-        if record.resume_issued is None
-    }
+    """Every GPU job the records know, by ``namespace/name``, rebuilt from the whole table.
 
+    The decider keeps the same views incrementally (``index.RecordIndex``);
+    this full rebuild serves the readers that run once (``gpuyield status``,
+    ``doctor``) and is the reference the index is tested against.
+    """
+    groups: dict[str, list[GroupRecord]] = {}
+    for _, group in records.typed_prefix(GROUP, GroupRecord):
+        groups.setdefault(f"{group.namespace}/{group.job}", []).append(group)
+    _, pods_of = _pods_by_job(records)
+    vjobs = dict(records.typed_prefix(VJOB, VJobRecord))
+    yields_of: dict[str, list[YieldRecord]] = {}
+    for _, record in records.typed_prefix(YIELD, YieldRecord):
+        yields_of.setdefault(record.job, []).append(record)
+    suspended = dict(records.typed_prefix(SUSPENDED, SuspendedRecord))
     out: dict[str, JobView] = {}
     for name in sorted(set(groups) | set(vjobs) | set(pods_of)):
-        group = groups.get(name)
-        vjob = vjobs.get(name)
-        members = pods_of.get(name, [])
-        live = [(k, p) for k, p in members if p.phase not in TERMINAL_POD_PHASES and p.gpus > 0]
-        staying: list[Pod] = []
-        leaving: list[Pod] = []
-        for tail, pod in live:
-            placed = pod.node is not None
-            model = Pod(
-                name=tail.split("/", 1)[1],
-                gpus=pod.gpus,
-                node=pod.node,
-                phase=PodPhase.RUNNING if placed else PodPhase.PENDING,
-            )
-            if placed and (pod.terminating or model.name in leaving_pods.get(name, ())):
-                leaving.append(model)
-            elif not pod.terminating:
-                staying.append(model)
-        if not any(p.node is not None for p in staying) and vjob is not None:
-            staying = _planned_pods(name, vjob, staying)
-        if not staying and not leaving:
-            continue
-        any_placed = any(p.node is not None for p in staying)
-        group_phase = group.phase if group else ("Running" if any_placed else "Pending")
-        if any_placed and (group_phase in PLACED_GROUP_PHASES or group is None):
-            state = JobState.RUNNING
-        elif name in suspended and not any_placed:
-            state = JobState.SUSPENDED
-        elif any_placed:
-            state = JobState.RUNNING  # partly placed: the planner treats it as a running gang
-        else:
-            state = JobState.PENDING
-        pod_records = [p for _, p in members]
-        priority = _priority(
-            [float(p.priority) for p in pod_records if p.priority is not None],
-            [
-                *(p.priority_class for p in pod_records),
-                group.priority_class if group else None,
-                vjob.priority_class if vjob else None,
-            ],
+        view = job_view(
+            name,
+            groups.get(name, [None])[-1],
+            vjobs.get(name),
+            pods_of.get(name, []),
+            leaving_of(yields_of.get(name, ())),
+            suspended.get(name),
+            records.typed(PROGRESS + name, ProgressRecord),
             config,
         )
-        started = [p.started_at for p in pod_records if p.started_at is not None]
-        progress = records.typed(PROGRESS + name, ProgressRecord)
-        if progress is not None and state is JobState.RUNNING:
-            started.append(progress.first_seen_at)
-        min_available = group.min_member if group else None
-        if min_available is None and vjob is not None:
-            min_available = vjob.min_available
-        owner = group or vjob
-        out[name] = JobView(
-            name=name,
-            queue=owner.queue if owner else "default",
-            priority=priority,
-            state=state,
-            pods=tuple(staying),
-            leaving=tuple(leaving),
-            min_available=min_available,
-            preemptable=all(r.preemptable for r in (group, vjob) if r)
-            and all(p.preemptable for p in pod_records),
-            submitted_at=owner.created_at if owner else None,
-            started_at=min(started) if started and state is JobState.RUNNING else None,
-            unschedulable=bool(group and group.unschedulable)
-            or any(p.unschedulable for p in pod_records if p.node is None),
-            group_phase=group_phase,
-            sla_deadline=_sla_deadline(group, vjob),
-        )
+        if view is not None:
+            out[name] = view
     return out
+
+
+def leaving_of(records: Iterable[YieldRecord]) -> frozenset[str]:
+    """The pods of one job that its yields make leave."""
+    out: frozenset[str] = frozenset()
+    for record in records:
+        out = out | yields.leaving_pods(record)
+    return out
+
+
+def job_view(
+    name: str,
+    group: GroupRecord | None,
+    vjob: VJobRecord | None,
+    members: list[tuple[str, PodRecord]],
+    leaving_pods: frozenset[str],
+    suspension: SuspendedRecord | None,
+    progress: ProgressRecord | None,
+    config: ControllerConfig,
+) -> JobView | None:
+    """Job ``name`` as the decider reasons about it, from its own records alone (None: it
+    holds and needs no GPUs). ``members``: its pods by key tail, in key order; ``group``:
+    its PodGroup (the last in key order when two name the same job)."""
+    live = [(k, p) for k, p in members if p.phase not in TERMINAL_POD_PHASES and p.gpus > 0]
+    staying: list[Pod] = []
+    leaving: list[Pod] = []
+    for tail, pod in live:
+        placed = pod.node is not None
+        model = Pod(
+            name=tail.split("/", 1)[1],
+            gpus=pod.gpus,
+            node=pod.node,
+            phase=PodPhase.RUNNING if placed else PodPhase.PENDING,
+        )
+        if placed and (pod.terminating or model.name in leaving_pods):
+            leaving.append(model)
+        elif not pod.terminating:
+            staying.append(model)
+    if not any(p.node is not None for p in staying) and vjob is not None:
+        staying = _planned_pods(name, vjob, staying)
+    if not staying and not leaving:
+        return None
+    any_placed = any(p.node is not None for p in staying)
+    group_phase = group.phase if group else ("Running" if any_placed else "Pending")
+    # A job whose resume was issued waits like any pending job from then on.
+    suspended = suspension is not None and suspension.resume_issued is None
+    if any_placed and (group_phase in PLACED_GROUP_PHASES or group is None):
+        state = JobState.RUNNING
+    elif suspended and not any_placed:
+        state = JobState.SUSPENDED
+    elif any_placed:
+        state = JobState.RUNNING  # partly placed: the planner treats it as a running gang
+    else:
+        state = JobState.PENDING
+    pod_records = [p for _, p in members]
+    priority = _priority(
+        [float(p.priority) for p in pod_records if p.priority is not None],
+        [
+            *(p.priority_class for p in pod_records),
+            group.priority_class if group else None,
+            vjob.priority_class if vjob else None,
+        ],
+        config,
+    )
+    started = [p.started_at for p in pod_records if p.started_at is not None]
+    if progress is not None and state is JobState.RUNNING:
+        started.append(progress.first_seen_at)
+    min_available = group.min_member if group else None
+    if min_available is None and vjob is not None:
+        min_available = vjob.min_available
+    owner = group or vjob
+    return JobView(
+        name=name,
+        queue=owner.queue if owner else "default",
+        priority=priority,
+        state=state,
+        pods=tuple(staying),
+        leaving=tuple(leaving),
+        min_available=min_available,
+        preemptable=all(r.preemptable for r in (group, vjob) if r)
+        and all(p.preemptable for p in pod_records),
+        submitted_at=owner.created_at if owner else None,
+        started_at=min(started) if started and state is JobState.RUNNING else None,
+        unschedulable=bool(group and group.unschedulable)
+        or any(p.unschedulable for p in pod_records if p.node is None),
+        group_phase=group_phase,
+        sla_deadline=_sla_deadline(group, vjob),
+    )
 
 
 def _sla_deadline(group: GroupRecord | None, vjob: VJobRecord | None) -> float | None:
@@ -295,7 +328,7 @@ def snapshot(
         # Pods on nodes the watch has not delivered (or without GPUs) are left
         # out: the planner can neither free nor use those GPUs.
         staying = tuple(
-            p.model_copy(update={"name": unique(view, p)})
+            _renamed(p, unique(view, p))
             for p in view.pods
             if p.node is None or p.node in known_nodes
         )
@@ -348,6 +381,12 @@ def snapshot(
         queues=tuple(queues[name] for name in sorted(queues)),
         jobs=tuple(jobs_out),
     )
+
+
+def _renamed(pod: Pod, name: str) -> Pod:
+    """``pod`` under ``name``: the same (frozen) pod when the name is its own, as it
+    nearly always is; a copy costs more than the rest of the snapshot's pod."""
+    return pod if pod.name == name else pod.model_copy(update={"name": name})
 
 
 def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:

@@ -9,7 +9,7 @@ the planner runs of ``policy.gang_deadlock`` run only then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from gpuyield.agents.controller import cluster
 from gpuyield.agents.controller.config import ControllerConfig
@@ -21,12 +21,15 @@ NO_PREEMPTOR = ""
 """A name no job has: the detection snapshot includes every job holding GPUs."""
 
 
-def _partial(view: cluster.JobView) -> bool:
+def partial_gang(view: cluster.JobView) -> bool:
+    """A gang holding part of its minimum, with pods to place, that Volcano marked
+    unschedulable: a member of a deadlock, if another one blocks it."""
     gang_min = len(view.pods) if view.min_available is None else view.min_available
     return (
         view.state is not JobState.SUSPENDED
         and 0 < view.placed < gang_min
         and any(p.node is None for p in view.pods)
+        and view.unschedulable
     )
 
 
@@ -36,14 +39,20 @@ def resolve(
     now: float,
     config: ControllerConfig,
     may_plan: Callable[[str], bool] = lambda _job: True,
+    *,
+    partial: Iterable[str] | None = None,
 ) -> gang_deadlock.Resolution | None:
     """The deadlock among partly placed gangs and which one yields, or None.
 
     ``may_plan`` is the demand ledger's answer per gang: a gang whose round is
     in flight or cooling down is no member, which bounds the planner runs an
-    unbreakable deadlock costs to one round per ``demand_retry_s``.
+    unbreakable deadlock costs to one round per ``demand_retry_s``. ``partial``: the
+    jobs of ``views`` for which ``partial_gang`` holds, where the caller keeps them
+    (``index.RecordIndex``); by default they are looked for in ``views``.
     """
-    stuck = {v.name for v in views.values() if _partial(v) and v.unschedulable and may_plan(v.name)}
+    if partial is None:
+        partial = [v.name for v in views.values() if partial_gang(v)]
+    stuck = {name for name in partial if may_plan(name)}
     if len(stuck) < 2:
         return None
     snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config)

@@ -33,6 +33,7 @@ What one step does:
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -51,6 +52,14 @@ from gpuyield.agents.controller import (
     yields,
 )
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.index import (
+    ALERT_VIEWS,
+    DEMAND_VIEWS,
+    WAKE_MARGIN_S,
+    Quiet,
+    RecordIndex,
+    Scratch,
+)
 from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
@@ -172,10 +181,17 @@ class _Step:
         origin: str,
         config: ControllerConfig,
         planner: Planner = plan,
+        index: RecordIndex | None = None,
     ) -> None:
         self.planner = planner
         self.writes: Writes = {}
-        self.view = Overlay(records, self.writes)
+        if index is None or (index.config is not config and index.config != config):
+            index = RecordIndex.build(records, config)
+        self.index = index
+        self.view = Overlay(records, self.writes, index)
+        self.scratch = Scratch(index, self.view)
+        self.changes = 0
+        """Records written so far (a demand's round that writes nothing is ``Quiet``)."""
         self.origin = origin
         self.config = config
         self.decisions: list[Decision] = []
@@ -187,14 +203,20 @@ class _Step:
         """A snapshot was built and validated (an invalid-input incident has ended)."""
 
     # -- records -----------------------------------------------------------
+    def jobs(self) -> Mapping[str, cluster.JobView]:
+        """``cluster.jobs`` of the records as this step has written them so far."""
+        return self.scratch.views()
+
     def put(self, key: str, value: RecordModel | None) -> None:
         if value is None:
             if key in self.view:
                 self.writes[key] = None
+                self.changes += 1
             return
         raw = value.dump()
         if self.view.get(key) != raw:
             self.writes[key] = raw
+            self.changes += 1
 
     def guard(self) -> LivelockGuard:
         raw = self.view.typed(GUARD, GuardRecord) or GuardRecord()
@@ -400,13 +422,25 @@ def step(
     config: ControllerConfig,
     *,
     planner: Planner = plan,
+    index: RecordIndex | None = None,
 ) -> Outcome:
     """Apply one input message and decide; see the module docstring.
 
     ``planner`` is ``planner.plan`` or a wrapper that returns its plan unchanged
     (the worker's timing for ``gpuyield_planner_seconds``): the step stays pure.
+    ``index`` is ``records``' ``RecordIndex`` (the caller applies the outcome's
+    writes to both); without one, the step builds it from ``records``, which
+    costs what rebuilding every job view costs. The step hands the index back
+    as it found it, also when it raises.
     """
-    s = _Step(records, origin, config, planner)
+    s = _Step(records, origin, config, planner, index)
+    try:
+        return _run(s, message)
+    finally:
+        s.scratch.restore()
+
+
+def _run(s: _Step, message: Input) -> Outcome:
     _tell_time(s, message)
     if isinstance(message, KubeEvent):
         _apply_kube_event(s, message)
@@ -718,8 +752,10 @@ def _housekeeping(s: _Step) -> None:
 # -- 3. decisions ----------------------------------------------------------
 
 
-def _demands(views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
-    waiting = [v for v in views.values() if v.waiting and v.unschedulable]
+def _demands(s: _Step, views: Mapping[str, cluster.JobView]) -> list[cluster.JobView]:
+    """The jobs waiting and marked unschedulable, highest priority first (``views`` is
+    ``s.jobs()``, whose demands the index keeps)."""
+    waiting = [views[name] for name in s.index.demands]
     return sorted(
         waiting,
         key=lambda v: (
@@ -779,8 +815,8 @@ def _held_for(s: _Step, job: str) -> bool:
 
 def _decide(s: _Step) -> None:
     plans = 0
-    views = cluster.jobs(s.view, s.config)
-    for found in queue_capability.check(s.view, views.values(), s.config):  # issue 9
+    views = s.jobs()
+    for found in _misconfigured_queues(s):  # issue 9
         s.alert(
             derive_id(*found.parts),
             AlertKind.QUEUE_MISCONFIGURED,
@@ -789,76 +825,174 @@ def _decide(s: _Step) -> None:
             subject=(found.queue,),
         )
     if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
-        views = cluster.jobs(s.view, s.config)
+        views = s.jobs()
     yielding_for = frozenset(
         y.preemptor
         for _, y in s.view.typed_prefix(YIELD, YieldRecord)
         if y.done_at is None and y.preemptor is not None
     )
-    for demand in _demands(views):
+    epochs = _epochs(s, (DEMAND, RESERVATION, ALERT, YIELD), DEMAND_VIEWS)
+    memo = s.index.demands_memo
+    if epochs is not None and memo is not None and memo[0] == epochs and s.now < memo[1]:
+        return  # every demand's round changed nothing, and nothing they read has changed
+    quiet_until = math.inf
+    for demand in _demands(s, views):
         if plans >= s.config.max_plans_per_step:
             break
-        if demand.name in yielding_for:
-            _skip(
-                s,
-                demand.name,
-                RoundOutcome.SKIPPED_YIELDING,
-                "the victims of its previous round are still leaving",
-            )
+        quiet = _still_quiet(s, demand, yielding_for)
+        if quiet is not None:
+            quiet_until = min(quiet_until, quiet.until)
+            continue  # its last round changed nothing, and nothing that round read has changed
+        before = (s.changes, len(s.alerts), len(s.decisions))
+        until = _round(s, demand, views, demand.name in yielding_for)
+        if until is None:
+            plans += 1
+            views = s.jobs()  # after a yield its victims are leaving now
+        elif before == (s.changes, len(s.alerts), len(s.decisions)):
+            _remember_quiet(s, demand, demand.name in yielding_for, until)
+            quiet_until = min(quiet_until, until)
             continue
-        if _held_for(s, demand.name):
-            _skip(
-                s,
-                demand.name,
-                RoundOutcome.SKIPPED_HELD,
-                "GPUs freed for it are held until Volcano places it",
-            )
-            continue
-        ledger = s.ledger(demand.name)
-        sla = demand.sla_deadline is not None  # retried every sla_retry_s, never backed off
-        _alert_if_at_risk(s, demand)
-        if not ledger.may_plan(demand.name, s.now, sla=sla):
-            why = _cooldown(ledger, demand.name, sla)
-            _skip(s, demand.name, RoundOutcome.SKIPPED_COOLDOWN, why)
-            continue
-        plans += 1
-        snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
-        s.snapshot_ok = True
-        result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
-        if not result.feasible:
-            s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
-            s.alert(
-                derive_id("unservable", demand.name, str(demand.submitted_at)),
-                AlertKind.DEMAND_UNSERVABLE,
-                f"{demand.name} cannot be placed even by evicting every eligible job: "
-                + "; ".join(result.explanation[-2:]),
-                job=demand.name,
-                severity="info",
-            )
-            s.record(
-                demand.name,
-                RoundOutcome.UNSERVABLE,
-                "no plan, even evicting every eligible job: "
-                + "; ".join(result.explanation[-2:])
-                + _next_round(s, demand.name, sla),
-                snapshot=snapshot,
-                result=result,
-            )
-            continue
-        if not result.victims:
-            # It fits without evictions: Volcano will place it; look again later.
-            s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
-            s.record(
-                demand.name,
-                RoundOutcome.NO_VICTIMS,
-                "it fits without evicting anyone: left to Volcano"
-                + _next_round(s, demand.name, sla),
-                snapshot=snapshot,
-                result=result,
-            )
-            continue
-        _issue(s, demand.name, snapshot, result, ledger)
-        views = cluster.jobs(s.view, s.config)  # its victims are leaving now
+        quiet_until = -math.inf  # this round changed something: nothing to remember
+    if epochs is not None and quiet_until > s.now:
+        s.index.demands_memo = (epochs, quiet_until)
+
+
+def _epochs(s: _Step, prefixes: tuple[str, ...], views: str) -> tuple[int, ...] | None:
+    """How often the records under ``prefixes`` and the ``views`` count changed, or None
+    when this step wrote such records already (its reads are not the table's)."""
+    if any(key.startswith(prefixes) for key in s.writes):
+        return None
+    epochs = s.index.epochs
+    return (*(epochs[prefix] for prefix in prefixes), epochs[views])
+
+
+def _round(
+    s: _Step, demand: cluster.JobView, views: Mapping[str, cluster.JobView], yielding: bool
+) -> float | None:
+    """One demand's round: None when it ran the planner, else the time until which the
+    same records cannot give it another round (a skip's cooldown or hold ends, its SLA
+    budget turns at risk), ``WAKE_MARGIN_S`` early."""
+    if yielding:
+        _skip(
+            s,
+            demand.name,
+            RoundOutcome.SKIPPED_YIELDING,
+            "the victims of its previous round are still leaving",
+        )
+        return math.inf
+    if _held_for(s, demand.name):
+        _skip(
+            s,
+            demand.name,
+            RoundOutcome.SKIPPED_HELD,
+            "GPUs freed for it are held until Volcano places it",
+        )
+        hold = s.view.typed(RESERVATION + demand.name, ReservationRecord)
+        return hold.until - WAKE_MARGIN_S if hold is not None else s.now
+    ledger = s.ledger(demand.name)
+    sla = demand.sla_deadline is not None  # retried every sla_retry_s, never backed off
+    _alert_if_at_risk(s, demand)
+    if not ledger.may_plan(demand.name, s.now, sla=sla):
+        why = _cooldown(ledger, demand.name, sla)
+        _skip(s, demand.name, RoundOutcome.SKIPPED_COOLDOWN, why)
+        return min(_may_plan_at(ledger, demand.name, s.now, sla), _at_risk_at(s, demand))
+    snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
+    s.snapshot_ok = True
+    result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
+    if not result.feasible:
+        s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
+        s.alert(
+            derive_id("unservable", demand.name, str(demand.submitted_at)),
+            AlertKind.DEMAND_UNSERVABLE,
+            f"{demand.name} cannot be placed even by evicting every eligible job: "
+            + "; ".join(result.explanation[-2:]),
+            job=demand.name,
+            severity="info",
+        )
+        s.record(
+            demand.name,
+            RoundOutcome.UNSERVABLE,
+            "no plan, even evicting every eligible job: "
+            + "; ".join(result.explanation[-2:])
+            + _next_round(s, demand.name, sla),
+            snapshot=snapshot,
+            result=result,
+        )
+        return None
+    if not result.victims:
+        # It fits without evictions: Volcano will place it; look again later.
+        s.save_ledger(demand.name, ledger.tried(demand.name, s.now))
+        s.record(
+            demand.name,
+            RoundOutcome.NO_VICTIMS,
+            "it fits without evicting anyone: left to Volcano" + _next_round(s, demand.name, sla),
+            snapshot=snapshot,
+            result=result,
+        )
+        return None
+    _issue(s, demand.name, snapshot, result, ledger)
+    return None
+
+
+def _may_plan_at(ledger: DemandLedger, job: str, now: float, sla: bool) -> float:
+    """When ``ledger.may_plan`` may turn true for ``job`` (it is false at ``now``), early."""
+    flight = ledger.in_flight.get(job)
+    if flight is not None and flight.victims and now < flight.deadline:
+        return flight.deadline - WAKE_MARGIN_S
+    last = ledger.last_round.get(job)
+    if last is None:
+        return now  # cannot be: may_plan is true without a last round
+    return last + ledger.retry_after(job, sla=sla) - WAKE_MARGIN_S
+
+
+def _sla_alert_key(demand: cluster.JobView) -> str | None:
+    if demand.submitted_at is None or demand.sla_deadline is None:
+        return None
+    return ALERT + derive_id("sla-at-risk", demand.name, str(demand.submitted_at))
+
+
+def _at_risk_at(s: _Step, demand: cluster.JobView) -> float:
+    """When ``_alert_if_at_risk`` may first raise for ``demand`` (inf: never, or raised)."""
+    if demand.submitted_at is None or demand.sla_deadline is None:
+        return math.inf
+    budget = demand.sla_deadline - demand.submitted_at
+    share = s.config.policy.sla_risk_share
+    if budget <= 0 or s.now - demand.submitted_at >= share * budget:
+        return math.inf  # at risk already: its alert is raised, or the round was not quiet
+    return demand.submitted_at + share * budget - WAKE_MARGIN_S
+
+
+def _remember_quiet(s: _Step, demand: cluster.JobView, yielding: bool, until: float) -> None:
+    """Keep that ``demand``'s round changed nothing, with what it read (``_still_quiet``)."""
+    alert = _sla_alert_key(demand)
+    s.index.quiet[demand.name] = Quiet(
+        view=demand,
+        demand=s.view.get(DEMAND + demand.name),
+        reservation=s.view.get(RESERVATION + demand.name),
+        yielding=yielding,
+        alert=s.view.get(alert) if alert is not None else None,
+        until=until,
+    )
+
+
+def _still_quiet(s: _Step, demand: cluster.JobView, yielding_for: frozenset[str]) -> Quiet | None:
+    """Its last round changed nothing, read the same records (the same objects: the table
+    keeps what a step wrote) and the same view, and its time to change has not come.
+
+    A demand in cooldown looks the same on every input: this keeps the cost of
+    each input independent of how many demands wait.
+    """
+    quiet = s.index.quiet.get(demand.name)
+    if quiet is None or quiet.view is not demand or s.now >= quiet.until:
+        return None
+    alert = _sla_alert_key(demand)
+    same = (
+        quiet.yielding == (demand.name in yielding_for)
+        and s.view.get(DEMAND + demand.name) is quiet.demand
+        and s.view.get(RESERVATION + demand.name) is quiet.reservation
+        and (alert is None or s.view.get(alert) is quiet.alert)
+    )
+    return quiet if same else None
 
 
 def _alert_if_at_risk(s: _Step, demand: cluster.JobView) -> None:
@@ -886,13 +1020,29 @@ def _alert_if_at_risk(s: _Step, demand: cluster.JobView) -> None:
     )
 
 
+def _misconfigured_queues(s: _Step) -> list[queue_capability.Misconfigured]:
+    """``queue_capability.check``, from the index's queues and GPUs (no queue that lacks a
+    GPU capability: nothing to find, and nothing summed)."""
+    queues = {key[len(QUEUE) :]: q for key, q in s.view.with_prefix(QUEUE)}
+    if not any(queue_capability.lacks_gpu(q) for q in queues.values()):
+        return []
+    return queue_capability.misconfigured(
+        queues, s.index.queues, s.scratch.cluster_gpus(), s.config.capability_without_gpu
+    )
+
+
 # -- 3b. gang deadlocks (issue 9; the logic is in controller/deadlock.py) --
 
 
 def _gang_deadlock(s: _Step, views: Mapping[str, cluster.JobView]) -> bool:
     """Partial gangs blocking each other: the one whose yield loses least yields."""
     found = deadlock.resolve(
-        s.view, views, s.now, s.config, lambda job: s.ledger(job).may_plan(job, s.now)
+        s.view,
+        views,
+        s.now,
+        s.config,
+        lambda job: s.ledger(job).may_plan(job, s.now),
+        partial=s.index.partial,
     )
     if found is None:
         return False
@@ -1027,8 +1177,8 @@ def _resume(s: _Step) -> None:
     suspended = dict(s.view.typed_prefix(SUSPENDED, SuspendedRecord))
     if not suspended:
         return
-    views = cluster.jobs(s.view, s.config)
-    waiting = [v.priority for v in _demands(views)]
+    views = s.jobs()
+    waiting = [v.priority for v in _demands(s, views)]
     guard = s.guard()
     candidates = sorted(
         (
@@ -1146,9 +1296,12 @@ def _capacity(
 
 def _watch_conditions(s: _Step) -> None:
     """Raise the conditions only time reveals (a checkpoint ageing, a gang waiting)."""
-    views = cluster.jobs(s.view, s.config)
+    views = s.jobs()
     _watch_dangling(s, views)
-    for found in incidents.conditions(s.view, views, s.now, s.config):
+    # Only the jobs that can meet a condition now, in name order (as ``views``).
+    names = sorted({*s.index.stale_candidates(s.now), *s.index.pending_sla})
+    candidates = {name: views[name] for name in names}
+    for found in incidents.conditions(s.view, candidates, s.now, s.config, s.index.pods_of):
         s.alert(
             derive_id(*found.base_id_parts),
             found.kind,
@@ -1166,9 +1319,8 @@ def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
         view = views.get(job)
         if view is None or not incidents.dangling(view):
             s.put(DANGLING + job, None)
-    for view in views.values():
-        if not incidents.dangling(view):
-            continue
+    for name in sorted(s.index.dangling):  # the views for which ``incidents.dangling`` holds
+        view = views[name]
         record = s.view.typed(DANGLING + view.name, DanglingRecord)
         if record is None:
             s.put(DANGLING + view.name, DanglingRecord(since=s.now))
@@ -1184,21 +1336,40 @@ def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
 
 
 def _resolve_ended(s: _Step) -> None:
-    """Send ``resolved`` for each open incident whose condition is over."""
+    """Send ``resolved`` for each open incident whose condition is over.
+
+    When none had ended at the last look and nothing ``incidents.ended`` reads
+    has changed since (the alerts, suspensions, yields, queues, the views of the
+    jobs with open alerts, the stuck gangs; no snapshot built in this step),
+    none has now: the conditions that time alone changes only get worse (but for
+    volcano-evicting, which ends after a quiet while: not remembered while one is open).
+    """
+    s.jobs()  # brings the epochs up to this step's writes
+    epochs = None if s.snapshot_ok else _epochs(s, (ALERT, SUSPENDED, YIELD, QUEUE), ALERT_VIEWS)
+    if epochs is not None and s.index.resolve_memo == epochs:
+        return
     open_ = []
+    later = False  # an alert raised at this step's time: looked at from the next one on
     for key in s.view.keys_with_prefix(ALERT):
         raw = s.view[key]  # filtered raw first: most records are events or resolved
         if raw.get("resolved_at") is None and raw.get("kind") in incidents.CONDITION_VALUES:
             record = s.view.typed(key, AlertRecord)
             if record is not None and record.raised_at < s.now:  # not in the step raising it
                 open_.append((key[len(ALERT) :], record))
-    if not open_:
-        return
-    views = cluster.jobs(s.view, s.config)
-    seen = incidents.Seen(views, s.snapshot_ok, incidents.stuck_gangs(views))
-    for base, record in open_:
-        if incidents.ended(record, s.view, seen, s.now, s.config):
-            s.resolve(base, record)
+                # volcano-evicting ends by time alone (quiet for a while): never remembered
+                later = later or record.kind == AlertKind.VOLCANO_EVICTING.value
+            else:
+                later = True
+    resolved = False
+    if open_:
+        views = s.jobs()
+        seen = incidents.Seen(views, s.snapshot_ok, frozenset(s.index.stuck), s.index.pods_of)
+        for base, record in open_:
+            if incidents.ended(record, s.view, seen, s.now, s.config):
+                s.resolve(base, record)
+                resolved = True
+    if epochs is not None and not resolved and not later:
+        s.index.resolve_memo = epochs
 
 
 # -- 5. retention ------------------------------------------------------------
@@ -1218,15 +1389,23 @@ def _forget(s: _Step) -> None:
             s.put(EVICTIONS + job, EvictionsRecord(at=recent) if recent else None)
     if GUARD in s.view:
         s.save_guard(s.guard().pruned(now))
-    known = cluster.known_jobs(s.view)
+    known = s.scratch.known_jobs()
     stale = now - config.forget_after_s
-    for job, progress in list(s.view.typed_prefix(PROGRESS, ProgressRecord)):
-        if job not in known and progress.updated_at < stale:
+    for job in _unknown(s, PROGRESS, known):
+        progress = s.view.typed(PROGRESS + job, ProgressRecord)
+        if progress is not None and progress.updated_at < stale:
             s.put(PROGRESS + job, None)
-    for job, suspended in list(s.view.typed_prefix(SUSPENDED, SuspendedRecord)):
-        if job not in known and max(suspended.since, suspended.resume_issued or 0.0) < stale:
+    for job in _unknown(s, SUSPENDED, known):
+        suspended = s.view.typed(SUSPENDED + job, SuspendedRecord)
+        if suspended is not None and max(suspended.since, suspended.resume_issued or 0.0) < stale:
             s.put(SUSPENDED + job, None)
-    for job, demand in list(s.view.typed_prefix(DEMAND, DemandRecord)):
-        newest = max(demand.last_round or 0.0, demand.decided_at or 0.0)
-        if job not in known and newest < stale:
+    for job in _unknown(s, DEMAND, known):
+        demand = s.view.typed(DEMAND + job, DemandRecord)
+        if demand is not None and max(demand.last_round or 0.0, demand.decided_at or 0.0) < stale:
             s.put(DEMAND + job, None)
+
+
+def _unknown(s: _Step, prefix: str, known: frozenset[str]) -> list[str]:
+    """The jobs with a record under ``prefix`` that no watched object names, in key order."""
+    jobs = (key[len(prefix) :] for key in s.view.keys_with_prefix(prefix))
+    return [job for job in jobs if job not in known]

@@ -31,7 +31,7 @@ its SLA budget) ends like ``pending-past-sla``: when the job is placed or gone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,9 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
 )
 """Kinds whose alerts are resolved when their condition ends; the others are events."""
 
+PodsOf = Callable[[str], Iterable[str]]
+"""A job's pods, as the key tails of their records (``namespace/name``)."""
+
 CONDITION_VALUES: frozenset[str] = frozenset(kind.value for kind in CONDITIONS)
 
 
@@ -95,11 +98,19 @@ class Seen:
     """A snapshot was built and validated in this step (the invalid-input test)."""
     deadlocked: frozenset[str] = field(default_factory=frozenset)
     """Gangs that hold part of their minimum now (``stuck_gangs``)."""
+    pods_of: PodsOf | None = None
+    """Each job's pods, where the caller keeps them (the decider's index): a job's run
+    start is then read from its own pods, not from every pod."""
     _starts: dict[str, float] = field(default_factory=dict, compare=False)
     _started: list[bool] = field(default_factory=list, compare=False)
 
     def run_started(self, job: str, records: Overlay) -> float | None:
         """``run_starts``'s answer for ``job``, the pods read once however many ask."""
+        if self.pods_of is not None:
+            view = self.views.get(job)
+            if view is None:
+                return None
+            return run_starts(records, {job: view}, self.pods_of).get(job)
         if not self._started:
             self._starts.update(run_starts(records, self.views))
             self._started.append(True)
@@ -137,7 +148,7 @@ def ended(
         return stale_checkpoint(view, records, now, factor, started) is None
     if kind in (AlertKind.PENDING_PAST_SLA, AlertKind.SLA_AT_RISK):
         view = seen.views.get(job or "")
-        return view is None or not _pending(view)
+        return view is None or not pending(view)
     if kind is AlertKind.DANGLING_GANG:
         view = seen.views.get(job or "")
         return view is None or not dangling(view)
@@ -162,12 +173,13 @@ def _acked_or_gone(records: Overlay, job: str, subject: tuple[str, ...]) -> bool
 
 def stuck_gangs(views: Mapping[str, cluster.JobView]) -> frozenset[str]:
     """Gangs that hold part of their minimum and that Volcano cannot complete."""
-    out = set()
-    for view in views.values():
-        gang_min = len(view.pods) if view.min_available is None else view.min_available
-        if view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min:
-            out.add(view.name)
-    return frozenset(out)
+    return frozenset(view.name for view in views.values() if stuck(view))
+
+
+def stuck(view: cluster.JobView) -> bool:
+    """``view``'s gang holds part of its minimum (not suspended)."""
+    gang_min = len(view.pods) if view.min_available is None else view.min_available
+    return view.state is not JobState.SUSPENDED and 0 < view.placed < gang_min
 
 
 def dangling(view: cluster.JobView) -> bool:
@@ -200,7 +212,8 @@ def dangling_finding(view: cluster.JobView, since: float, now: float) -> Finding
     )
 
 
-def _pending(view: cluster.JobView) -> bool:
+def pending(view: cluster.JobView) -> bool:
+    """A gang waiting with none of its pods placed (pending-past-SLA, sla-at-risk)."""
     return view.state is JobState.PENDING and view.placed == 0 and bool(view.pods)
 
 
@@ -260,9 +273,13 @@ def stale_checkpoint(
     )
 
 
-def run_starts(records: Overlay, views: Mapping[str, cluster.JobView]) -> dict[str, float]:
+def run_starts(
+    records: Overlay, views: Mapping[str, cluster.JobView], pods_of: PodsOf | None = None
+) -> dict[str, float]:
     """When each running job's current run began: the first start among the pods it runs
-    now (a resumed gang's pods all start anew). Read only when a job reports checkpoints."""
+    now (a resumed gang's pods all start anew). Read only when a job reports checkpoints.
+    ``pods_of``: the key tails of each job's pods (``Seen.pods_of``); by default every pod
+    is read and its job found from its labels."""
     wanted = {
         name
         for name, view in views.items()
@@ -270,6 +287,16 @@ def run_starts(records: Overlay, views: Mapping[str, cluster.JobView]) -> dict[s
     }
     out: dict[str, float] = {}
     if not wanted:
+        return out
+    if pods_of is not None:
+        for name in wanted:
+            for tail in pods_of(name):
+                member = records.typed(POD + tail, PodRecord)
+                if member is None or member.started_at is None:
+                    continue
+                if member.node is None or member.terminating:
+                    continue
+                out[name] = min(out.get(name, member.started_at), member.started_at)
         return out
     for _, pod in records.typed_prefix(POD, PodRecord):
         if pod.started_at is None or pod.node is None or pod.terminating:
@@ -284,10 +311,14 @@ def run_starts(records: Overlay, views: Mapping[str, cluster.JobView]) -> dict[s
 
 
 def conditions(
-    records: Overlay, views: Mapping[str, cluster.JobView], now: float, config: ControllerConfig
+    records: Overlay,
+    views: Mapping[str, cluster.JobView],
+    now: float,
+    config: ControllerConfig,
+    pods_of: PodsOf | None = None,
 ) -> Iterator[Finding]:
     """The checkpoint-stale and pending-past-SLA conditions that hold now."""
-    starts = run_starts(records, views)
+    starts = run_starts(records, views, pods_of)
     for view in views.values():
         stale = stale_checkpoint(
             view, records, now, config.checkpoint_stale_factor, starts.get(view.name)
@@ -297,7 +328,7 @@ def conditions(
         budget = sla_budget(view, config)
         if (
             budget is not None
-            and _pending(view)
+            and pending(view)
             and view.submitted_at is not None
             and now - view.submitted_at > budget
         ):

@@ -13,6 +13,7 @@ from typing import Any
 
 from gpuyield.agents.controller import aborted, cluster
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import (
     ALERT,
     DEMAND,
@@ -37,12 +38,19 @@ RECENT_ALERTS = 20
 
 
 def live_view(
-    records: Mapping[str, Record], config: ControllerConfig, now: float
+    records: Mapping[str, Record],
+    config: ControllerConfig,
+    now: float,
+    *,
+    index: RecordIndex | None = None,
 ) -> dict[str, Any]:
-    view = Overlay(records, {})
+    """The live view of ``records``; with their ``index`` (the worker's), its job views
+    and sorted keys are read instead of rebuilt."""
+    view = Overlay(records, {}, index)
     policy = config.policy
     jobs = []
-    for job in cluster.jobs(view, config).values():
+    views = index.views() if index is not None else cluster.jobs(view, config)
+    for job in views.values():
         record = view.typed(PROGRESS + job.name, ProgressRecord)
         progress = record.dump() if record else {}
         evicted = view.typed(EVICTIONS + job.name, EvictionsRecord)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -321,16 +321,32 @@ def load(key: str, raw: Record) -> RecordModel:
 M = TypeVar("M", bound=RecordModel)
 
 
+class KeyIndex(Protocol):
+    """What an ``Overlay`` asks of the index kept next to its base (``index.RecordIndex``)."""
+
+    parsed: dict[str, tuple[Record, RecordModel]]
+
+    def sorted_keys(self, prefix: str) -> list[str]: ...
+
+    def cached(self, key: str) -> bool: ...
+
+
 class Overlay(Mapping[str, Record]):
     """``base`` with ``writes`` applied on top, without copying ``base``.
 
     Raw access (``[]``, ``get``) gives the stored JSON; ``typed`` and
     ``typed_prefix`` give the records' models, each parsed once per step.
+    With the ``index`` of ``base``, prefixes are looked up in its sorted keys
+    (not by sorting the base), and parsed records are kept across steps while
+    the base holds the same value.
     """
 
-    def __init__(self, base: Mapping[str, Record], writes: Writes) -> None:
+    def __init__(
+        self, base: Mapping[str, Record], writes: Writes, index: KeyIndex | None = None
+    ) -> None:
         self.base = base
         self.writes = writes
+        self.index = index
         self._base_keys: list[str] | None = None
         self._parsed: dict[str, tuple[Record, RecordModel]] = {}
 
@@ -363,26 +379,35 @@ class Overlay(Mapping[str, Record]):
         raw = self.get(key)
         if raw is None:
             return None
-        cached = self._parsed.get(key)
+        index = self.index
+        parsed = index.parsed if index is not None and index.cached(key) else self._parsed
+        cached = parsed.get(key)
         if cached is not None and cached[0] is raw:
             value = cached[1]
         else:
             value = model.model_validate(raw)
-            self._parsed[key] = (raw, value)
+            parsed[key] = (raw, value)
         assert isinstance(value, model)
         return value
 
     def keys_with_prefix(self, prefix: str) -> list[str]:
         """Every live key that starts with ``prefix``, in key order."""
-        if self._base_keys is None:
-            # One pass over the (possibly large, table-backed) base per step;
-            # every prefix lookup after that is a bisection.
-            self._base_keys = sorted(self.base)
-        base = self._base_keys
-        start = bisect.bisect_left(base, prefix)
-        stop = bisect.bisect_left(base, prefix + "\U0010ffff")
-        keys = {k for k in base[start:stop] if k not in self.writes}
-        keys.update(k for k, v in self.writes.items() if v is not None and k.startswith(prefix))
+        if self.index is not None:
+            found = self.index.sorted_keys(prefix)
+        else:
+            if self._base_keys is None:
+                # One pass over the (possibly large, table-backed) base per step;
+                # every prefix lookup after that is a bisection.
+                self._base_keys = sorted(self.base)
+            base = self._base_keys
+            start = bisect.bisect_left(base, prefix)
+            stop = bisect.bisect_left(base, prefix + "\U0010ffff")
+            found = base[start:stop]
+        written = [k for k in self.writes if k.startswith(prefix)]
+        if not written:
+            return list(found)
+        keys = {k for k in found if k not in self.writes}
+        keys.update(k for k in written if self.writes[k] is not None)
         return sorted(keys)
 
     def with_prefix(self, prefix: str) -> Iterator[tuple[str, Record]]:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, InputRejected, message_time, step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.journal import table_digest
 from gpuyield.agents.controller.records import Record
 from gpuyield.schemas.decoding import MessageError, decode, encode
@@ -216,6 +217,7 @@ def derive(
     out = Derivation(journalled=bool(record.journal))
     table: dict[str, Record] = {}
     current = config or ControllerConfig()
+    index: RecordIndex | None = None  # kept next to the table, as the worker keeps it
     for offset, entry in entries:
         if window.after(offset, entry.at):
             break
@@ -243,8 +245,11 @@ def derive(
             raise ReplayError(f"the journal (offset {offset}) names {entry.topic}: not an input")
         out.steps += 1
         compared = not window.before(offset, entry.at)
+        if index is None or index.config != used:
+            index = RecordIndex.build(table, used)
         try:
-            outcome = step(table, decode(model, record.inputs[position]), entry.origin, used)
+            message = decode(model, record.inputs[position])
+            outcome = step(table, message, entry.origin, used, index=index)
         except (MessageError, InputRejected):
             out.rejected += 1  # the live decider dead-lettered it too, and changed nothing
             continue
@@ -253,6 +258,7 @@ def derive(
                 table.pop(key, None)
             else:
                 table[key] = value
+        index.apply(outcome.writes, table)
         if not compared:
             continue
         out.compared_steps += 1

@@ -37,11 +37,7 @@ def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
     for job in sim.active():
         if job is preemptor:
             jobs.append(_job(sim, job, now, preemptor=True))
-        elif (
-            job.yielding
-            or job.phase in (Phase.DONE, Phase.FAILED)
-            or job.releasing
-        ):
+        elif job.yielding or job.phase in (Phase.DONE, Phase.FAILED) or job.releasing:
             # On its way out (yielding or terminating): its GPUs are not free yet and it
             # is no candidate, so it appears as a job that may not be preempted.
             held = [p for p in job.holding() if p.node is not None]

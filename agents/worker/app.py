@@ -51,6 +51,7 @@ from gpuyield.agents.worker.job_events import write_events
 from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
+    DeciderIndex,
     OutcomeSinks,
     Send,
     TableView,
@@ -319,6 +320,13 @@ def build_app(
     )
 
     journaller = Journal(config)
+    index = DeciderIndex(config)
+
+    async def partitions_moved(_sender: Any, *_args: Any, **_kwargs: Any) -> None:
+        index.reset()  # the table may be recovered from its changelog: rebuild from it
+
+    for moved in (app.on_partitions_revoked, app.on_partitions_assigned):
+        cast(Any, moved).connect(partitions_moved)
 
     async def send_outcome(outcome: Outcome) -> None:
         # Holds first: on the cluster (before any command can free a GPU), then
@@ -353,6 +361,7 @@ def build_app(
                 config,
                 planner=planner,
                 observe=observe,
+                index=index,
             )
             if metrics is not None:
                 metrics.step_seconds.observe(time.perf_counter() - started)
@@ -360,7 +369,7 @@ def build_app(
             if isinstance(outcome, str):
                 await reject(event, outcome)
                 continue
-            apply_writes(cast(Any, decider_table), outcome.writes)
+            apply_writes(cast(Any, decider_table), outcome.writes, index)
             failure = await attempt(
                 partial(send_outcome, outcome), f"sending what {origin} decided", options.attempts
             )
@@ -379,7 +388,8 @@ def build_app(
                 if outcome.decisions or now - last_view[0] >= view_every_s:
                     last_view[0] = now
                     try:
-                        await publish_view(live_view(TableView(decider_table), config, now), now)
+                        view = live_view(TableView(decider_table), config, now, index=index.index)
+                        await publish_view(view, now)
                     except Exception:
                         log.exception("could not publish the live view")
 

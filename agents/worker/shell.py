@@ -7,7 +7,8 @@ tested without a broker (``tests/worker/test_shell.py``):
 - ``decide``: decode one message of a decider input topic and run the pure
   ``step``; a message that does not decode, that the core rejects, or that
   trips a bug becomes a dead-letter reason, never an exception;
-- ``apply_writes``: an outcome's writes onto the table (``None`` deletes);
+- ``apply_writes``: an outcome's writes onto the table (``None`` deletes) and
+  onto the table's ``DeciderIndex``, the decider's derived state kept next to it;
 - ``publish_outcome``: what the outcome sends, in the one order that is
   safe: reservations (enforced, then published), decisions, commands, alerts.
   A hold must be in place before the yields that free its GPUs go out.
@@ -22,6 +23,7 @@ from typing import Any
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, Planner, step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import Writes
 from gpuyield.agents.planner import plan
 from gpuyield.schemas.decoding import MessageError, decode, encode
@@ -61,6 +63,32 @@ class TableView(Mapping[str, Any]):
         return sum(1 for _ in self)
 
 
+class DeciderIndex:
+    """The decider table's ``RecordIndex`` (``agents/controller/index.py``), kept by the
+    worker next to the table so that a step does not rebuild the job views.
+
+    Built from the table on the first step, and again on the first step after
+    the worker's partitions moved (``reset``): the table may then have been
+    recovered from its changelog, and only the table is the truth.
+    """
+
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.index: RecordIndex | None = None
+
+    def of(self, records: Mapping[str, Any]) -> RecordIndex:
+        if self.index is None:
+            self.index = RecordIndex.build(records, self.config)
+        return self.index
+
+    def apply(self, writes: Writes, records: Mapping[str, Any]) -> None:
+        if self.index is not None:
+            self.index.apply(writes, records)
+
+    def reset(self) -> None:
+        self.index = None
+
+
 def decide(
     table: Any,
     model: type[Input],
@@ -70,15 +98,19 @@ def decide(
     *,
     planner: Planner = plan,
     observe: Observe | None = None,
+    index: DeciderIndex | None = None,
 ) -> Outcome | str:
     """The outcome of one input message, or why it goes to the dead-letter topic.
 
     ``observe`` (metrics) sees the parsed input and its outcome; its failure is
-    logged and changes nothing.
+    logged and changes nothing. ``index``: the table's, which ``apply_writes``
+    must then be given too.
     """
     try:
         parsed = decode(model, value)
-        outcome = step(TableView(table), parsed, origin, config, planner=planner)
+        records = TableView(table)
+        kept = index.of(records) if index is not None else None
+        outcome = step(records, parsed, origin, config, planner=planner, index=kept)
     except (MessageError, InputRejected) as exc:
         return str(exc)
     except Exception as exc:  # a bug must not stop the controller: keep the input
@@ -92,8 +124,11 @@ def decide(
     return outcome
 
 
-def apply_writes(table: MutableMapping[bytes, Any], writes: Writes) -> None:
-    """Assign each written record to the table (Faust persists only assigned values)."""
+def apply_writes(
+    table: MutableMapping[bytes, Any], writes: Writes, index: DeciderIndex | None = None
+) -> None:
+    """Assign each written record to the table (Faust persists only assigned values),
+    and follow them in the table's ``index``."""
     for key, value in writes.items():
         raw_key = key.encode()
         if value is None:
@@ -101,6 +136,8 @@ def apply_writes(table: MutableMapping[bytes, Any], writes: Writes) -> None:
                 del table[raw_key]
         else:
             table[raw_key] = value
+    if index is not None:
+        index.apply(writes, TableView(table))
 
 
 @dataclass(frozen=True)

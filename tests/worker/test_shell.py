@@ -13,8 +13,11 @@ from harness import NOW, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Outcome
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.worker.shell import (
+    DeciderIndex,
     OutcomeSinks,
+    TableView,
     apply_writes,
     decide,
     publish_outcome,
@@ -51,6 +54,39 @@ def test_undecodable_and_rejected_input_becomes_a_dead_letter_reason() -> None:
     reason = decide(table, KubeEvent, encode(event(bad, NOW)), "kube/0/2", CONFIG)
     assert isinstance(reason, str)
     assert "nvidia.com/gpu must be a whole number" in reason
+
+
+def test_the_index_kept_next_to_the_table_follows_it_and_decides_the_same() -> None:
+    table = table_of_shared_pool()
+    without = table_of_shared_pool()
+    index = DeciderIndex(CONFIG)
+    group = pod_group(
+        "ft-llama", namespace="prod", queue="production", phase="Inqueue", unschedulable=True
+    )
+    inputs = [
+        encode(event(group, NOW)),
+        encode(event(pod("ft-llama", 0, namespace="prod", priority=1000), NOW)),
+    ]
+    for n, raw in enumerate(inputs):
+        kept = decide(table, KubeEvent, raw, f"kube/0/{n}", CONFIG, index=index)
+        rebuilt = decide(without, KubeEvent, raw, f"kube/0/{n}", CONFIG)
+        assert isinstance(kept, Outcome)
+        assert kept == rebuilt
+        apply_writes(table, kept.writes, index)
+        apply_writes(without, rebuilt.writes)
+    assert kept.commands  # the demand made research yield
+    assert index.of(TableView(table)).state() == RecordIndex.build(TableView(table), CONFIG).state()
+
+
+def test_an_index_reset_after_a_rebalance_is_rebuilt_from_the_table() -> None:
+    table = table_of_shared_pool()
+    index = DeciderIndex(CONFIG)
+    before = index.of(TableView(table))
+    table[b"node/gpu-09"] = {"gpus": 8, "schedulable": True, "rack": None, "nvlink": None}
+    index.reset()  # as the worker does when its partitions move: the table was recovered
+    after = index.of(TableView(table))
+    assert after is not before
+    assert after.cluster_gpus == before.cluster_gpus + 8
 
 
 def test_writes_land_on_the_table_and_deletions_remove_keys() -> None:

@@ -1,0 +1,489 @@
+"""What the decider derives from its table, kept up to date instead of rebuilt per message.
+
+A step used to rebuild every job view from the whole table (up to three times
+per message) and to sort every key to find a prefix: at 30,000 jobs that is
+most of a second for a message that decides nothing. ``RecordIndex`` holds
+the same derived state, updated from each step's writes:
+
+- each kind's keys (``node/``, ``pod/``...), sorted on demand, so a prefix is
+  a bisection and a step's overlay never walks the table;
+- the records a step parsed, by key, reused while the table holds the same
+  value (the table keeps the object a step wrote, so the check is ``is``);
+- which pods, PodGroups and yields belong to which job, and each job's view
+  (``cluster.job_view``, the function ``cluster.jobs`` applies to every job):
+  a write recomputes the views of the jobs it touches, nothing else;
+- the sets the decider scans on every message: the demands (waiting and
+  unschedulable), the partial gangs, the dangling gangs, the queues that hold
+  GPU jobs, the cluster's GPUs; and on ticks the candidates of the
+  checkpoint-stale and pending-past-SLA conditions;
+- a memo of the demands whose last round changed nothing, with what that
+  round read and until when it cannot change (``decider._decide``).
+
+The index is a function of the records alone (and the configuration): the
+worker and ``replay`` keep one next to the table and ``apply`` each step's
+writes to both; a restart builds it from the table (``build``). ``step`` reads
+it through a ``Scratch``, which lays the step's own writes over it and takes
+them back off before the step returns, so the step stays pure: the index the
+caller holds describes the table it holds. ``tests/controller/test_decider_index.py``
+checks that an index carried across steps equals one built afresh, that its
+views equal ``cluster.jobs``, and that the outcomes are byte-identical to
+those of the decider that rebuilt everything.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from gpuyield.agents.controller import cluster, deadlock, incidents
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.records import (
+    ALERT,
+    GROUP,
+    NODE,
+    POD,
+    PROGRESS,
+    SUSPENDED,
+    VJOB,
+    YIELD,
+    GroupRecord,
+    Overlay,
+    PodRecord,
+    ProgressRecord,
+    Record,
+    RecordModel,
+    SuspendedRecord,
+    VJobRecord,
+    Writes,
+    YieldRecord,
+)
+from gpuyield.schemas import JobState
+
+JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
+"""The kinds of record a job's view is computed from."""
+
+UNCACHED = (POD, GROUP, VJOB)
+"""Kinds whose parsed records are not kept across steps: many, and read only
+when their job's view is recomputed."""
+
+DEMAND_VIEWS = "demand views"
+"""``epochs``' count of the changes of a demand's view (one entering or leaving included)."""
+
+ALERT_VIEWS = "alert views"
+"""``epochs``' count of the recomputations of the views of jobs with an open condition
+alert, and of the changes of the set of stuck gangs."""
+
+WAKE_MARGIN_S = 1.0
+"""How early a time-driven re-evaluation is scheduled: a little early costs one
+more look, a little late would change a decision."""
+
+
+def kind_of(key: str) -> str:
+    """The key prefix (``KINDS``' key) a key or a narrower prefix belongs to."""
+    slash = key.find("/")
+    return key if slash < 0 else key[: slash + 1]
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """A demand's round that changed nothing, with what it read (compared with ``is``)
+    and the time before which the same reads cannot give another round."""
+
+    view: cluster.JobView
+    demand: Record | None
+    reservation: Record | None
+    yielding: bool
+    alert: Record | None
+    until: float
+
+
+class RecordIndex:
+    """The decider's derived state for one table and one configuration (see the module)."""
+
+    def __init__(self, config: ControllerConfig) -> None:
+        self.config = config
+        self.keys: dict[str, set[str]] = {}
+        self._sorted: dict[str, list[str]] = {}
+        self.parsed: dict[str, tuple[Record, RecordModel]] = {}
+        self.node_gpus: dict[str, int] = {}
+        self.cluster_gpus = 0
+        self.group_job: dict[str, str] = {}
+        self.job_groups: dict[str, set[str]] = {}
+        self.pod_job: dict[str, str] = {}
+        self.job_pods: dict[str, set[str]] = {}
+        self.pod_ref: dict[str, str] = {}
+        self.ref_pods: dict[str, set[str]] = {}
+        self.yield_job: dict[str, str] = {}
+        self.job_yields: dict[str, set[str]] = {}
+        self._views: dict[str, cluster.JobView] = {}
+        self._names: list[str] | None = None
+        self.dirty: set[str] = set()
+        self.demands: set[str] = set()
+        self.partial: set[str] = set()
+        self.stuck: set[str] = set()
+        self.dangling: set[str] = set()
+        self.pending_sla: set[str] = set()
+        self.checkpoint_due: dict[str, float] = {}
+        self.queues: Counter[str] = Counter()
+        self.quiet: dict[str, Quiet] = {}
+        self.epochs: Counter[str] = Counter()
+        """How often each kind of record was written, and ``DEMAND_VIEWS``, ``ALERT_VIEWS``:
+        a memo made at equal epochs read the same records (``decider``'s ``_epochs``)."""
+        self.alert_job: dict[str, str] = {}
+        self.alert_jobs: Counter[str] = Counter()
+        self.demands_memo: tuple[tuple[int, ...], float] | None = None
+        """The epochs at which every demand's round changed nothing, and until when."""
+        self.resolve_memo: tuple[int, ...] | None = None
+        """The epochs at which no open condition alert had ended."""
+
+    @classmethod
+    def build(cls, records: Mapping[str, Record], config: ControllerConfig) -> RecordIndex:
+        """The index of ``records``: what a restarted worker builds from its recovered table."""
+        index = cls(config)
+        for key in records:
+            value = records[key]
+            index._key(key, value)
+            index.track(key, value)
+        index.refresh(index.reader(records))
+        return index
+
+    def apply(self, writes: Writes, records: Mapping[str, Record]) -> None:
+        """Follow ``writes``, already applied to ``records`` (the table after them)."""
+        for key, value in writes.items():
+            self._key(key, value)
+            self.track(key, value)
+        self.refresh(self.reader(records))
+
+    def reader(self, records: Mapping[str, Record]) -> Overlay:
+        return Overlay(records, {}, self)
+
+    # -- keys --------------------------------------------------------------
+    def _key(self, key: str, value: Record | None) -> None:
+        kind = kind_of(key)
+        self.epochs[kind] += 1
+        if kind == ALERT:
+            self._alert(key, value)
+        keys = self.keys.setdefault(kind, set())
+        if value is None:
+            self.parsed.pop(key, None)
+            if key in keys:
+                keys.discard(key)
+                self._sorted.pop(kind, None)
+        elif key not in keys:
+            keys.add(key)
+            self._sorted.pop(kind, None)
+        if kind == NODE:
+            self.cluster_gpus -= self.node_gpus.pop(key, 0)
+            if value is not None:
+                self.node_gpus[key] = int(value.get("gpus", 0))
+                self.cluster_gpus += self.node_gpus[key]
+
+    def _alert(self, key: str, value: Record | None) -> None:
+        """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
+        old = self.alert_job.pop(key, None)
+        if old is not None:
+            self.alert_jobs[old] -= 1
+            if not self.alert_jobs[old]:
+                del self.alert_jobs[old]
+        if (
+            value is not None
+            and value.get("resolved_at") is None
+            and value.get("kind") in incidents.CONDITION_VALUES
+            and value.get("job")
+        ):
+            self.alert_job[key] = value["job"]
+            self.alert_jobs[value["job"]] += 1
+
+    def sorted_keys(self, prefix: str) -> list[str]:
+        """The keys starting with ``prefix``, in key order."""
+        kind = kind_of(prefix)
+        keys = self._sorted.get(kind)
+        if keys is None:
+            keys = self._sorted[kind] = sorted(self.keys.get(kind, ()))
+        if prefix == kind:
+            return keys
+        start = bisect.bisect_left(keys, prefix)
+        stop = bisect.bisect_left(keys, prefix + "\U0010ffff")
+        return keys[start:stop]
+
+    def cached(self, key: str) -> bool:
+        """Whether ``key``'s parsed record is kept across steps."""
+        return not key.startswith(UNCACHED)
+
+    # -- jobs --------------------------------------------------------------
+    def track(self, key: str, value: Record | None) -> None:
+        """Note that ``key`` now holds ``value`` (None: deleted): mark the jobs it touches."""
+        if not key.startswith(JOB_KINDS):
+            return
+        kind = kind_of(key)
+        tail = key[len(kind) :]
+        if kind == POD:
+            self._track_pod(tail, value)
+        elif kind == GROUP:
+            old = self.group_job.pop(tail, None)
+            if old is not None:
+                _discard(self.job_groups, old, tail)
+                self.dirty.add(old)
+            if value is not None:
+                job = f"{value.get('namespace')}/{value.get('job')}"
+                self.group_job[tail] = job
+                self.job_groups.setdefault(job, set()).add(tail)
+                self.dirty.add(job)
+            for pod in list(self.ref_pods.get(tail, ())):
+                self._map_pod(pod, self.group_job.get(tail))
+        elif kind == YIELD:
+            old = self.yield_job.pop(tail, None)
+            if old is not None:
+                _discard(self.job_yields, old, tail)
+                self.dirty.add(old)
+            if value is not None:
+                job = str(value.get("job"))
+                self.yield_job[tail] = job
+                self.job_yields.setdefault(job, set()).add(tail)
+                self.dirty.add(job)
+        else:  # a Volcano Job, a suspension or a progress record: keyed by the job itself
+            self.dirty.add(tail)
+
+    def _track_pod(self, tail: str, value: Record | None) -> None:
+        ref = self.pod_ref.pop(tail, None)
+        if ref is not None:
+            _discard(self.ref_pods, ref, tail)
+        job: str | None = None
+        if value is not None:  # read leniently: a malformed record fails in its view's parse
+            namespace = value.get("namespace")
+            if value.get("job"):
+                job = f"{namespace}/{value['job']}"
+            elif value.get("group"):
+                ref = f"{namespace}/{value['group']}"
+                self.pod_ref[tail] = ref
+                self.ref_pods.setdefault(ref, set()).add(tail)
+                job = self.group_job.get(ref)
+        self._map_pod(tail, job)
+        if job is not None:
+            self.dirty.add(job)
+
+    def _map_pod(self, tail: str, job: str | None) -> None:
+        old = self.pod_job.get(tail)
+        if old == job:
+            return
+        if old is not None:
+            del self.pod_job[tail]
+            _discard(self.job_pods, old, tail)
+            self.dirty.add(old)
+        if job is not None:
+            self.pod_job[tail] = job
+            self.job_pods.setdefault(job, set()).add(tail)
+            self.dirty.add(job)
+
+    def refresh(self, records: Overlay) -> None:
+        """Recompute the views of the jobs marked, reading ``records``."""
+        config = self.config
+        # A fresh set each time: popping from a set that once held every job (``build``)
+        # scans its emptied slots, a cost that grows with the cluster.
+        dirty, self.dirty = self.dirty, set()
+        for name in dirty:
+            view = self._compute(name, records, config)
+            old = self._views.pop(name, None)
+            was = (name in self.demands, name in self.stuck)
+            if old is not None:
+                self._forget(old)
+            if view is not None:
+                self._views[name] = view
+                self._note(view, records)
+            if (old is None) != (view is None):
+                self._names = None
+            now = (name in self.demands, name in self.stuck)
+            if (was[0] or now[0]) and old != view:
+                self.epochs[DEMAND_VIEWS] += 1
+            if name in self.alert_jobs or was[1] != now[1]:
+                self.epochs[ALERT_VIEWS] += 1
+
+    def _compute(
+        self, name: str, records: Overlay, config: ControllerConfig
+    ) -> cluster.JobView | None:
+        groups = sorted(self.job_groups.get(name, ()))
+        members = [
+            (tail, records.typed(POD + tail, PodRecord))
+            for tail in sorted(self.job_pods.get(name, ()))
+        ]
+        yields = [
+            records.typed(YIELD + tail, YieldRecord)
+            for tail in sorted(self.job_yields.get(name, ()))
+        ]
+        return cluster.job_view(
+            name,
+            records.typed(GROUP + groups[-1], GroupRecord) if groups else None,
+            records.typed(VJOB + name, VJobRecord),
+            [(tail, pod) for tail, pod in members if pod is not None],
+            cluster.leaving_of(y for y in yields if y is not None),
+            records.typed(SUSPENDED + name, SuspendedRecord),
+            records.typed(PROGRESS + name, ProgressRecord),
+            config,
+        )
+
+    def _note(self, view: cluster.JobView, records: Overlay) -> None:
+        name = view.name
+        if view.waiting and view.unschedulable:
+            self.demands.add(name)
+        if incidents.stuck(view):
+            self.stuck.add(name)
+        if deadlock.partial_gang(view):
+            self.partial.add(name)
+        if incidents.dangling(view):
+            self.dangling.add(name)
+        if incidents.pending(view) and incidents.sla_budget(view, self.config) is not None:
+            self.pending_sla.add(name)
+        due = _checkpoint_due(view, records, self.config.checkpoint_stale_factor)
+        if due is not None:
+            self.checkpoint_due[name] = due
+        self.queues[view.queue] += 1
+
+    def _forget(self, view: cluster.JobView) -> None:
+        name = view.name
+        for members in (self.demands, self.partial, self.stuck, self.dangling, self.pending_sla):
+            members.discard(name)
+        self.checkpoint_due.pop(name, None)
+        self.queues[view.queue] -= 1
+        if not self.queues[view.queue]:
+            del self.queues[view.queue]
+
+    # -- reading -----------------------------------------------------------
+    def views(self) -> Mapping[str, cluster.JobView]:
+        """Every job's view, in name order (as ``cluster.jobs`` gives them)."""
+        return _Views(self)
+
+    def names(self) -> list[str]:
+        if self._names is None:
+            self._names = sorted(self._views)
+        return self._names
+
+    def pods_of(self, job: str) -> list[str]:
+        """The key tails of ``job``'s pods (``incidents.PodsOf``), in key order."""
+        return sorted(self.job_pods.get(job, ()))
+
+    def stale_candidates(self, now: float) -> list[str]:
+        """Jobs whose checkpoint may be stale at ``now``, in name order."""
+        return sorted(name for name, due in self.checkpoint_due.items() if due <= now)
+
+    def state(self) -> dict[str, Any]:
+        """Everything the index derives (caches left out): equal for equal records."""
+        return {
+            "keys": {k: v for k, v in self.keys.items() if v},
+            "cluster_gpus": self.cluster_gpus,
+            "node_gpus": self.node_gpus,
+            "group_job": self.group_job,
+            "job_groups": self.job_groups,
+            "pod_job": self.pod_job,
+            "job_pods": self.job_pods,
+            "pod_ref": self.pod_ref,
+            "ref_pods": self.ref_pods,
+            "yield_job": self.yield_job,
+            "job_yields": self.job_yields,
+            "views": self._views,
+            "demands": self.demands,
+            "partial": self.partial,
+            "stuck": self.stuck,
+            "dangling": self.dangling,
+            "pending_sla": self.pending_sla,
+            "checkpoint_due": self.checkpoint_due,
+            "queues": dict(self.queues),
+            "alert_job": self.alert_job,
+            "alert_jobs": dict(self.alert_jobs),
+        }
+
+
+class _Views(Mapping[str, cluster.JobView]):
+    """The index's views as ``cluster.jobs``' mapping: by name, iterated in name order."""
+
+    def __init__(self, index: RecordIndex) -> None:
+        self._index = index
+
+    def __getitem__(self, name: str) -> cluster.JobView:
+        return self._index._views[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index._views
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index.names())
+
+    def __len__(self) -> int:
+        return len(self._index._views)
+
+
+class Scratch:
+    """One step's view of the index: the step's own writes laid over it, taken off after.
+
+    ``views`` brings the index up to the step's writes so far (the jobs they
+    touch are recomputed from the step's overlay); ``restore`` returns it to
+    the table the step started from, so the caller's index still describes
+    the caller's table, whatever the step wrote or raised.
+    """
+
+    def __init__(self, index: RecordIndex, view: Overlay) -> None:
+        self.index = index
+        self.view = view
+        self._applied: dict[str, Record | None] = {}
+
+    def views(self) -> Mapping[str, cluster.JobView]:
+        index = self.index
+        for key, value in self.view.writes.items():
+            if not key.startswith(JOB_KINDS):
+                continue
+            if key in self._applied and self._applied[key] is value:
+                continue
+            self._applied[key] = value
+            index.track(key, value)
+        index.refresh(self.view)
+        return index.views()
+
+    def known_jobs(self) -> frozenset[str]:
+        """``cluster.known_jobs`` of the step's records so far."""
+        self.views()
+        index = self.index
+        vjobs = (key[len(VJOB) :] for key in self.view.keys_with_prefix(VJOB))
+        return frozenset({*index.job_groups, *index.job_pods, *vjobs})
+
+    def cluster_gpus(self) -> int:
+        """The GPUs of every node, the step's node writes included."""
+        total = self.index.cluster_gpus
+        for key, value in self.view.writes.items():
+            if key.startswith(NODE):
+                total -= self.index.node_gpus.get(key, 0)
+                total += int(value["gpus"]) if value is not None else 0
+        return total
+
+    def restore(self) -> None:
+        if not self._applied:
+            return
+        base = self.view.base
+        for key in self._applied:
+            self.index.track(key, base.get(key))
+        self._applied.clear()
+        self.index.refresh(self.index.reader(base))
+
+
+def _discard(groups: dict[str, set[str]], key: str, member: str) -> None:
+    members = groups.get(key)
+    if members is None:
+        return
+    members.discard(member)
+    if not members:
+        del groups[key]
+
+
+def _checkpoint_due(view: cluster.JobView, records: Overlay, factor: float) -> float | None:
+    """When ``view``'s checkpoint may turn stale (``incidents.stale_checkpoint``), or None when
+    it cannot: WAKE_MARGIN_S early, so the exact test on the tick decides."""
+    if view.state is not JobState.RUNNING or not view.preemptable:
+        return None
+    progress = records.typed(PROGRESS + view.name, ProgressRecord)
+    if progress is None or not progress.checkpoint_interval_s:
+        return None
+    since = progress.last_checkpoint_at
+    if since is None:
+        since = view.started_at if view.started_at is not None else progress.first_seen_at
+    return since + factor * progress.checkpoint_interval_s - WAKE_MARGIN_S

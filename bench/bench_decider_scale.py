@@ -1,0 +1,195 @@
+"""The decider at 1,000 and 10,000 nodes: inputs per second and decision latency, in one process.
+
+The inputs come from ``decider_stream.Stream`` (a seeded stand-in cluster
+built from ``synthetic.make_cluster``: about three jobs per node, watch
+events, progress, ticks, and an urgent gang every ``--urgent-every`` inputs
+that makes the decider plan; see that module). The table is loaded the way a
+worker's recovery does (each watched object's record, then the index built
+from the table), and every input then goes through ``step`` as the worker
+calls it: with the table and its index, the writes applied to both after.
+
+Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
+
+- inputs per second over all inputs, and over those that ran no planner;
+- the latency of the steps that decided (ran the planner), median and p99,
+  and the planner's own share of it (another part of the project);
+- a step's latency for the other inputs, median and p99;
+- the time to load the table and build its index (a worker's restart);
+- the process's peak resident memory once the 10,000-node table is loaded.
+
+    .venv/bin/python bench/bench_decider_scale.py [--nodes 1000 10000] [--inputs 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from decider_stream import Stream
+
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, step, watched_record
+from gpuyield.agents.controller.records import Record
+from gpuyield.agents.planner import plan
+from gpuyield.schemas import Plan, Snapshot
+from gpuyield.schemas.messages import KubeEvent, KubeEventType, Tick
+
+try:  # the incremental index (issue 14); absent on older checkouts, which rebuild per step
+    from gpuyield.agents.controller.index import RecordIndex
+except ImportError:  # pragma: no cover - measuring the code before the index
+    RecordIndex = None  # type: ignore[assignment,misc]
+
+
+def load(stream: Stream, config: ControllerConfig) -> dict[str, Record]:
+    """The table a worker recovers: every watched object's record, as ``step`` would write it."""
+    table: dict[str, Record] = {}
+    for message in stream.initial():
+        assert isinstance(message, KubeEvent)
+        assert message.type is KubeEventType.ADDED
+        key, record = watched_record(message, config)
+        table[key] = record.dump()
+    return table
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+def run(
+    nodes: int, inputs: int, warmup: int, urgent_every: int, share: float, seed: int
+) -> dict[str, Any]:
+    config = ControllerConfig()
+    stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
+    started = time.perf_counter()
+    table = load(stream, config)
+    loaded_s = time.perf_counter() - started
+    started = time.perf_counter()
+    index = RecordIndex.build(table, config) if RecordIndex is not None else None
+    index_s = time.perf_counter() - started
+    planner_s = [0.0]
+
+    def timed(snapshot: Snapshot, preemptor: str, **kwargs: Any) -> Plan:
+        t = time.perf_counter()
+        try:
+            return plan(snapshot, preemptor, **kwargs)
+        finally:
+            planner_s[0] += time.perf_counter() - t
+
+    feed = _feeder(table, index, config, timed)
+    feed(Tick(at=stream.now), "warm/0/0")
+    for n in range(warmup):
+        stream.answer(feed(next(stream), f"warm/0/{n + 1}"))
+    decided: list[tuple[float, float]] = []  # (step s, planner s)
+    quiet: list[float] = []
+    counts = {"decisions": 0, "commands": 0}
+    total = time.perf_counter()
+    for n in range(inputs):
+        message = next(stream)
+        planner_s[0] = 0.0
+        t = time.perf_counter()
+        outcome = feed(message, f"bench/0/{n}")
+        took = time.perf_counter() - t
+        if planner_s[0] > 0:
+            decided.append((took, planner_s[0]))
+        else:
+            quiet.append(took)
+        counts["decisions"] += sum(1 for d in outcome.decisions if d.plan is not None)
+        counts["commands"] += len(outcome.commands)
+        stream.answer(outcome)
+    total = time.perf_counter() - total
+    return {
+        "nodes": nodes,
+        "records": len(table),
+        "jobs": len(stream.running) + len(stream.waiting),
+        "load_s": loaded_s,
+        "index_s": index_s,
+        "inputs_per_s": inputs / total,
+        "quiet_per_s": len(quiet) / sum(quiet) if quiet else float("nan"),
+        "quiet_ms_p50": 1000 * percentile(quiet, 0.5),
+        "quiet_ms_p99": 1000 * percentile(quiet, 0.99),
+        "decided": len(decided),
+        "decided_ms_p50": 1000 * percentile([d for d, _ in decided], 0.5),
+        "decided_ms_p99": 1000 * percentile([d for d, _ in decided], 0.99),
+        "planner_ms_p50": 1000 * percentile([p for _, p in decided], 0.5),
+        "outside_planner_ms_p50": 1000 * percentile([d - p for d, p in decided], 0.5),
+        "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **counts,
+    }
+
+
+def _feeder(
+    table: dict[str, Record], index: Any, config: ControllerConfig, planner: Callable[..., Plan]
+) -> Callable[[Input, str], Any]:
+    def feed(message: Input, origin: str) -> Any:
+        if index is None:
+            outcome = step(table, message, origin, config, planner=planner)
+        else:
+            outcome = step(table, message, origin, config, planner=planner, index=index)
+        for key, value in outcome.writes.items():
+            if value is None:
+                table.pop(key, None)
+            else:
+                table[key] = value
+        if index is not None:
+            index.apply(outcome.writes, table)
+        return outcome
+
+    return feed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--inputs", type=int, default=20000)
+    parser.add_argument("--warmup", type=int, default=2000)
+    parser.add_argument("--urgent-every", type=int, default=2000)
+    parser.add_argument("--unschedulable-share", type=float, default=0.1)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    results: dict[int, list[dict[str, Any]]] = {}
+    for nodes in args.nodes:
+        for r in range(args.runs):
+            result = run(
+                nodes,
+                args.inputs,
+                args.warmup,
+                args.urgent_every,
+                args.unschedulable_share,
+                args.seed + r,
+            )
+            print(result, flush=True)
+            results.setdefault(nodes, []).append(result)
+    cpu = platform.processor() or platform.machine()
+    load1 = os.getloadavg()[0]
+    print(f"\nmachine: {cpu}, {os.cpu_count()} cores, load average {load1:.1f}")
+    print(
+        f"{args.inputs} inputs per run after {args.warmup} warm-up, medians of {args.runs} runs\n"
+    )
+    keys = ["records", "index_s", "inputs_per_s", "quiet_per_s", "quiet_ms_p50", "quiet_ms_p99",
+            "decided", "decided_ms_p50", "decided_ms_p99", "planner_ms_p50",
+            "outside_planner_ms_p50", "rss_mib"]  # fmt: skip
+    print("| nodes | " + " | ".join(keys) + " |")
+    print("|---" * (len(keys) + 1) + "|")
+    for nodes, runs in results.items():
+        cells = [f"{statistics.median(r[k] for r in runs):,.2f}" for k in keys]
+        print(f"| {nodes:,} | " + " | ".join(cells) + " |")
+    if len(results) > 1:
+        small, large = min(results), max(results)
+        ratio = statistics.median(r["inputs_per_s"] for r in results[large]) / statistics.median(
+            r["inputs_per_s"] for r in results[small]
+        )
+        print(f"\ninputs/s at {large:,} nodes / at {small:,} nodes: {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The decider's incremental index changes nothing it decides (issue 14).
+
+``step`` keeps its job views, key order and demand bookkeeping in a
+``RecordIndex`` next to the table instead of rebuilding them from the whole
+table on every input. These tests hold it to the decisions of the decider
+that rebuilt everything:
+
+- recordings (``data/decider_reference*.jsonl.gz``, made by
+  ``bench/decider_reference.py`` before the index existed) of a stand-in
+  cluster's watch events, progress, acks and ticks, with each step's outcome
+  as a SHA-256 digest: replayed through today's ``step``, carrying one index
+  across all of them as the worker does, every outcome must be byte-identical;
+- random message sequences (hypothesis): the index carried across steps and
+  updated from each step's writes equals one built afresh from the table, and
+  gives the same outcomes as a fresh one;
+- the index's job views equal ``cluster.jobs``, the full rebuild, after every step,
+  and each job's run start read from its own pods equals the one read from all pods.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cluster_objects import pod, pod_group
+from harness import NOW, production_demand, shared_pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuyield.agents.controller import cluster, incidents
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, Outcome, step
+from gpuyield.agents.controller.index import RecordIndex
+from gpuyield.agents.controller.records import Overlay
+from gpuyield.schemas.messages import JobProgress, KubeEvent, Tick, YieldAck, YieldOutcome
+
+DATA = Path(__file__).parent / "data"
+KINDS: dict[str, type[Input]] = {
+    "kube": KubeEvent,
+    "progress": JobProgress,
+    "ack": YieldAck,
+    "tick": Tick,
+}
+
+
+def outcome_digest(outcome: Outcome) -> str:
+    """What ``bench/decider_reference.py`` recorded for one step."""
+    text = json.dumps(
+        {
+            "writes": outcome.writes,
+            "decisions": [d.model_dump_json() for d in outcome.decisions],
+            "commands": [c.model_dump_json() for c in outcome.commands],
+            "alerts": [a.model_dump_json() for a in outcome.alerts],
+            "reservations": [r.model_dump_json() for r in outcome.reservations],
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def apply(records: dict[str, Any], outcome: Outcome) -> None:
+    for key, value in outcome.writes.items():
+        if value is None:
+            records.pop(key, None)
+        else:
+            records[key] = value
+
+
+@pytest.mark.parametrize("recording", sorted(p.name for p in DATA.glob("decider_reference*")))
+def test_a_recorded_stream_gives_byte_identical_outcomes_through_the_index(
+    recording: str,
+) -> None:
+    config = ControllerConfig()
+    records: dict[str, Any] = {}
+    index = RecordIndex.build(records, config)
+    decided = 0
+    with gzip.open(DATA / recording, "rt") as lines:
+        for line in lines:
+            entry = json.loads(line)
+            message = KINDS[entry["kind"]].model_validate_json(entry["message"])
+            outcome = step(records, message, entry["origin"], config, index=index)
+            assert outcome_digest(outcome) == entry["digest"], (
+                f"{entry['origin']}: {entry['kind']} gave another outcome than recorded"
+            )
+            apply(records, outcome)
+            index.apply(outcome.writes, records)
+            decided += len(outcome.decisions)
+    assert decided > 0  # the recording exercises the decisions, not only the inputs
+
+
+Op = tuple[str, int, int]
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["demand", "ack", "gone", "tick", "placed", "progress"]),
+        st.integers(0, 5),
+        st.integers(1, 400),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def play(script: list[Op]) -> None:
+    """Play ``script`` on a 4-node pool twice over: with an index carried across the steps,
+    and with one built afresh from the table for each step; both must agree throughout."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    carried = RecordIndex.build(records, config)
+    t = NOW
+    commands: list[Any] = []
+    n = 0
+    for kind, k, dt in script:
+        t += dt
+        messages: list[Input] = []
+        if kind == "demand":
+            messages = _demand_events(f"ft-{k}", 1 + k % 2, t)
+        elif kind == "ack" and commands:
+            command = commands[k % len(commands)]
+            messages = [YieldAck(command_id=command.command_id, decision_id=command.decision_id,
+                                 node=command.node, job=command.job,
+                                 outcome=YieldOutcome.CHECKPOINTED, acked_at=t)]  # fmt: skip
+        elif kind == "gone" and commands:
+            command = commands[k % len(commands)]
+            namespace, job = command.job.split("/")
+            messages = [
+                _event(pod(job, int(name.rsplit("-", 1)[1]), namespace=namespace,
+                           node=command.node), t, deleted=True)
+                for name in command.pods
+            ]  # fmt: skip
+        elif kind == "placed":
+            messages = [_event(pod_group(f"ft-{k}", namespace="prod", queue="production"), t)]
+        elif kind == "progress":
+            messages = [JobProgress(job=f"prod/ft-{k}", step=k * 10, progress=0.1 * k,
+                                    checkpoint_interval_s=60.0, first_seen_at=NOW,
+                                    updated_at=t)]  # fmt: skip
+        else:
+            messages = [Tick(at=t)]
+        for message in messages:
+            n += 1
+            origin = f"in/0/{n}"
+            fresh = step(records, message, origin, config, index=RecordIndex.build(records, config))
+            outcome = step(records, message, origin, config, index=carried)
+            assert outcome_digest(outcome) == outcome_digest(fresh)
+            apply(records, outcome)
+            carried.apply(outcome.writes, records)
+            commands += outcome.commands
+            rebuilt = RecordIndex.build(records, config)
+            assert carried.state() == rebuilt.state()
+            views = cluster.jobs(Overlay(records, {}), config)
+            assert dict(carried.views()) == views
+            assert incidents.run_starts(
+                Overlay(records, {}), views, carried.pods_of
+            ) == incidents.run_starts(Overlay(records, {}), views)
+
+
+def _event(obj: dict[str, Any], at: float, *, deleted: bool = False) -> KubeEvent:
+    from cluster_objects import event
+
+    from gpuyield.schemas.messages import KubeEventType
+
+    return event(obj, at, KubeEventType.DELETED if deleted else KubeEventType.MODIFIED)
+
+
+def _demand_events(name: str, pods: int, at: float) -> list[Input]:
+    """The watch events of ``production_demand``, captured from a throwaway controller."""
+    c = shared_pool()
+    before = c.offset
+    sent: list[Input] = []
+    original = c.feed
+
+    def capture(message: Input, origin: str | None = None) -> Any:
+        sent.append(message)
+        return original(message, origin)
+
+    c.feed = capture  # type: ignore[method-assign]
+    production_demand(c, name, pods=pods, at=at)
+    assert c.offset > before
+    return sent
+
+
+@settings(max_examples=40, deadline=None)
+@given(ops)
+def test_an_index_kept_across_steps_equals_one_rebuilt_from_the_table(script: list[Op]) -> None:
+    play(script)
