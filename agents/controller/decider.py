@@ -551,15 +551,7 @@ def _volcano_evicting(s: _Step, event: KubeEvent, pod: PodRecord | None) -> None
         record, found = seen
         s.put(VOLCANO_EVICTING, record)
         if found is not None:
-            s.alert(
-                derive_id(*found.base_id_parts),
-                found.kind,
-                found.message,
-                job=found.job,
-                severity=found.severity,
-                details=found.details,
-                subject=found.subject,
-            )
+            _raise(s, found)
 
 
 def _job_placed(s: _Step, job: str) -> None:
@@ -1302,15 +1294,7 @@ def _watch_conditions(s: _Step) -> None:
     names = sorted({*s.index.stale_candidates(s.now), *s.index.pending_sla})
     candidates = {name: views[name] for name in names}
     for found in incidents.conditions(s.view, candidates, s.now, s.config, s.index.pods_of):
-        s.alert(
-            derive_id(*found.base_id_parts),
-            found.kind,
-            found.message,
-            job=found.job,
-            severity=found.severity,
-            details=found.details,
-            subject=found.subject,
-        )
+        _raise(s, found)
 
 
 def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
@@ -1325,14 +1309,20 @@ def _watch_dangling(s: _Step, views: Mapping[str, cluster.JobView]) -> None:
         if record is None:
             s.put(DANGLING + view.name, DanglingRecord(since=s.now))
         elif s.now - record.since >= s.config.dangling_gang_s:
-            found = incidents.dangling_finding(view, record.since, s.now)
-            s.alert(
-                derive_id(*found.base_id_parts),
-                found.kind,
-                found.message,
-                job=found.job,
-                details=found.details,
-            )
+            _raise(s, incidents.dangling_finding(view, record.since, s.now))
+
+
+def _raise(s: _Step, found: incidents.Finding) -> None:
+    """Raise a watched condition's finding as its alert (one id per incident)."""
+    s.alert(
+        derive_id(*found.base_id_parts),
+        found.kind,
+        found.message,
+        job=found.job,
+        severity=found.severity,
+        details=found.details,
+        subject=found.subject,
+    )
 
 
 def _resolve_ended(s: _Step) -> None:

@@ -230,6 +230,23 @@ class Finding:
     subject: tuple[str, ...] = ()
 
 
+def work_at_risk_since(
+    view: cluster.JobView, records: Overlay
+) -> tuple[float, float, ProgressRecord] | None:
+    """Since when ``view``'s work is unsaved (its newest checkpoint, else its start), its
+    checkpoint interval and its progress record; None for a job whose checkpoints cannot
+    go stale (not running, not preemptable, or no checkpoint interval known)."""
+    if view.state is not JobState.RUNNING or not view.preemptable:
+        return None
+    progress = records.typed(PROGRESS + view.name, ProgressRecord)
+    if progress is None or not progress.checkpoint_interval_s:
+        return None
+    since = progress.last_checkpoint_at
+    if since is None:
+        since = view.started_at if view.started_at is not None else progress.first_seen_at
+    return since, progress.checkpoint_interval_s, progress
+
+
 def stale_checkpoint(
     view: cluster.JobView,
     records: Overlay,
@@ -243,18 +260,14 @@ def stale_checkpoint(
     risk is what this run did since its newest checkpoint, and a job that was suspended
     resumed from that checkpoint when its pods started, losing nothing while it waited.
     """
-    if view.state is not JobState.RUNNING or not view.preemptable:
+    at_risk = work_at_risk_since(view, records)
+    if at_risk is None:
         return None
-    progress = records.typed(PROGRESS + view.name, ProgressRecord)
-    if progress is None or not progress.checkpoint_interval_s:
-        return None
-    since = progress.last_checkpoint_at
-    if since is None:
-        since = view.started_at if view.started_at is not None else progress.first_seen_at
+    since, interval, progress = at_risk
     if run_started is not None:
         since = max(since, run_started)
     age = now - since
-    if age <= factor * progress.checkpoint_interval_s:
+    if age <= factor * interval:
         return None
     return Finding(
         base_id_parts=("checkpoint-stale", view.name, str(progress.first_seen_at)),

@@ -60,7 +60,6 @@ from gpuyield.agents.controller.records import (
     Writes,
     YieldRecord,
 )
-from gpuyield.schemas import JobState
 
 JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
 """The kinds of record a job's view is computed from."""
@@ -478,12 +477,8 @@ def _discard(groups: dict[str, set[str]], key: str, member: str) -> None:
 def _checkpoint_due(view: cluster.JobView, records: Overlay, factor: float) -> float | None:
     """When ``view``'s checkpoint may turn stale (``incidents.stale_checkpoint``), or None when
     it cannot: WAKE_MARGIN_S early, so the exact test on the tick decides."""
-    if view.state is not JobState.RUNNING or not view.preemptable:
+    at_risk = incidents.work_at_risk_since(view, records)
+    if at_risk is None:
         return None
-    progress = records.typed(PROGRESS + view.name, ProgressRecord)
-    if progress is None or not progress.checkpoint_interval_s:
-        return None
-    since = progress.last_checkpoint_at
-    if since is None:
-        since = view.started_at if view.started_at is not None else progress.first_seen_at
-    return since + factor * progress.checkpoint_interval_s - WAKE_MARGIN_S
+    since, interval, _ = at_risk
+    return since + factor * interval - WAKE_MARGIN_S
