@@ -36,7 +36,6 @@ from gpuyield.agents.demo.run import (
     decider_knows_settled,
     finished,
     placed,
-    resumed,
     settled,
 )
 from gpuyield.agents.demo.timing import demo_policy
@@ -135,14 +134,5 @@ class Drill(Demo):
         )
 
         self.phase = "the peak is over: the evicted jobs resume"
-        await self._until(
-            lambda: all(resumed(job, self.tally) for job in cluster.jobs()),
-            "the evicted jobs to resume",
-            progress=lambda: self._story_state(cluster),
-            missing=lambda: "; ".join(
-                f"{job.key} ({self._job_state(cluster, job.key)})"
-                for job in cluster.jobs()
-                if not resumed(job, self.tally)
-            ),
-        )
+        await self._until_resumed(cluster, "the evicted jobs to resume")
         self.phase = "done"

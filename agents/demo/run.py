@@ -458,16 +458,7 @@ class Demo:
         )
         self.phase = "capacity returns: suspended research resumes"
 
-        await self._until(
-            lambda: all(resumed(job, self.tally) for job in cluster.jobs()),
-            "the suspended research jobs to resume",
-            progress=lambda: self._story_state(cluster),
-            missing=lambda: "; ".join(
-                f"{job.key} ({self._job_state(cluster, job.key)})"
-                for job in cluster.jobs()
-                if not resumed(job, self.tally)
-            ),
-        )
+        await self._until_resumed(cluster, "the suspended research jobs to resume")
         self.phase = "done"
 
     # -- what the waits look at --------------------------------------------------------------
@@ -535,6 +526,19 @@ class Demo:
 
     def _agents_ready(self) -> bool:
         return self._agents is not None and self._agents.ready
+
+    async def _until_resumed(self, cluster: SimCluster, what: str) -> None:
+        """Wait until every job the story evicted has resumed, naming those that have not."""
+        await self._until(
+            lambda: all(resumed(job, self.tally) for job in cluster.jobs()),
+            what,
+            progress=lambda: self._story_state(cluster),
+            missing=lambda: "; ".join(
+                f"{job.key} ({self._job_state(cluster, job.key)})"
+                for job in cluster.jobs()
+                if not resumed(job, self.tally)
+            ),
+        )
 
     async def _until(
         self,
