@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from machine import cpu_model
 from torch import nn
 
 from gpuyield.agents.trainer import GracefulTrainer
@@ -46,15 +47,9 @@ class Row:
 
 
 def machine() -> str:
-    model = "unknown CPU"
-    with open("/proc/cpuinfo", encoding="utf-8") as info:
-        for line in info:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return (
-        f"{model}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, "
+        f"{cpu_model()}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, "
         f"Python {platform.python_version()}, torch {torch.__version__}, {platform.platform()}"
     )
 

@@ -33,7 +33,6 @@ import asyncio
 import contextlib
 import dataclasses
 import os
-import platform
 import secrets
 import signal
 import socket
@@ -49,6 +48,7 @@ from typing import Any
 
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from machine import machine
 
 from gpuyield.agents.simulator.allocate import place
 from gpuyield.schemas import kube_objects as kube
@@ -523,16 +523,6 @@ async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> 
     await consumer.stop()
     await producer.stop()
     return results
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def pick_redis(stack: contextlib.ExitStack, state: Path) -> str:

@@ -28,7 +28,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import secrets
 import signal
 import statistics
@@ -39,19 +38,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from machine import machine
+
 GPUYIELD = str(Path(sys.executable).parent / "gpuyield")
 MARK = "GPUYIELD_DEMO_BENCH_MARK"
 HOG = "while True: pass"
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def load() -> str:

@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import platform
 import secrets
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from machine import machine
 
 from gpuyield.agents.node.heartbeat_feed import HeartbeatFeed
 from gpuyield.agents.node.progress import ProgressBoard
@@ -44,19 +43,6 @@ from gpuyield.streams.topics import (
 
 JOBS_PER_NODE = 3
 IDLE_S = 1.0
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def command(node: str, job: str, now: float) -> YieldCommand:

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from exact import Check, ExactResult, Problem, build_problem, check_plan, solve_exact
+from machine import cpu_model
 from synthetic import PREEMPTOR, describe, make_cluster
 
 from gpuyield.schemas import Action, Plan, Snapshot
@@ -86,14 +87,6 @@ def percentile(values: Sequence[float], q: float) -> float:
 
 
 def machine() -> dict[str, str]:
-    model = "unknown"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     nproc = shutil.which("nproc")
     cores = (
         subprocess.run([nproc], capture_output=True, text=True, check=False).stdout.strip()
@@ -103,7 +96,7 @@ def machine() -> dict[str, str]:
     return {
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
-        "cpu": model,
+        "cpu": cpu_model(),
         "nproc": cores,
         "python": platform.python_version(),
     }

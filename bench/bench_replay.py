@@ -33,12 +33,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from machine import machine
 
 from gpuyield.agents.controller.replay import Window, compare, derive
 from gpuyield.agents.simulator.snapshots import EPOCH
@@ -46,15 +47,6 @@ from gpuyield.replay_command import _from_archive
 from gpuyield.schemas.config import ControllerConfig
 
 GPUYIELD = str(Path(sys.executable).parent / "gpuyield")
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    return f"{model}, {os.cpu_count()} cores, {platform.python_version()}"
 
 
 def simulated(args: argparse.Namespace, out: Path) -> int:

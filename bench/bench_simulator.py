@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import time
 from pathlib import Path
+
+from machine import machine
 
 from gpuyield.agents.simulator import POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import default_scenario
@@ -66,19 +67,6 @@ def scaled(nodes: int, days: float) -> Scenario:
             "workload": tuple(mix(m) for m in base.workload),
         }
     )
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 OVERLOAD = Path(__file__).resolve().parent.parent / "examples" / "scenario-overload.json"

@@ -19,13 +19,13 @@ The issue's target: a command's start-up within 3x ``python -c pass``.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from machine import machine
 
 from gpuyield.cli import COMMANDS
 
@@ -34,19 +34,6 @@ SNAPSHOT = ROOT / "examples" / "fragmented.json"
 EVERY_MODULE = "import " + ", ".join(
     ["gpuyield.cli", *(lazy.target.partition(":")[0] for lazy in COMMANDS.values())]
 )
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def commands() -> dict[str, list[str]]:

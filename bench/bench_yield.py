@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import os
-import platform
 import secrets
 import statistics
 import subprocess
@@ -32,6 +30,7 @@ from pathlib import Path
 
 import redis
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from machine import machine
 from redis.asyncio import Redis
 
 from gpuyield.agents.node.gpus import FixedGpuCounter
@@ -46,16 +45,6 @@ from gpuyield.streams.topics import ensure_topics, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE = "bench-node"
-
-
-def machine() -> str:
-    model = "unknown CPU"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 async def first_checkpoint(consumer: AIOKafkaConsumer, job: str) -> None:
