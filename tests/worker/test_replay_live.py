@@ -11,12 +11,11 @@ import json
 from pathlib import Path
 
 import pytest
-from live_worker import publish, read_until
-from test_worker import NOW, demand_events, keyed, pool_events, wait_for_view
+from live_worker import read_until
+from test_worker import pool_then_demand
 from typer.testing import CliRunner, Result
 
 from gpuyield.cli import app
-from gpuyield.schemas.messages import Heartbeat
 from gpuyield.streams.archive import archive_until_caught_up
 from gpuyield.streams.topics import registry
 
@@ -32,26 +31,7 @@ async def test_a_recorded_worker_run_replays_with_zero_differences(
 ) -> None:
     worker = worker_factory()
     worker.wait_ready()
-    heartbeat = Heartbeat(
-        job="research/sweep-0",
-        pod="sweep-0-worker-0",
-        step=9_500,
-        progress=0.95,
-        last_checkpoint_at=NOW - 20,
-        sent_at=NOW - 10,
-    )
-    await publish(
-        kafka_bootstrap, topic_prefix + "gpuyield.heartbeats", [(heartbeat.job, heartbeat)]
-    )
-    await publish(kafka_bootstrap, topic_prefix + "gpuyield.kube-events", keyed(pool_events(NOW)))
-    await wait_for_view(
-        redis_url, worker.cluster_id, lambda v: any(j["progress"] == 0.95 for j in v["jobs"])
-    )
-    await publish(
-        kafka_bootstrap,
-        topic_prefix + "gpuyield.kube-events",
-        keyed(demand_events("ft-llama", NOW + 1)),
-    )
+    await pool_then_demand(worker, kafka_bootstrap, topic_prefix, redis_url)
     commands_topic = topic_prefix + "gpuyield.yield-commands"
     await read_until(
         kafka_bootstrap, [commands_topic], lambda s: len(s[commands_topic]) >= 2, settle_s=1.5

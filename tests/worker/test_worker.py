@@ -89,11 +89,14 @@ def keyed(events: list[KubeEvent]) -> list[tuple[str, KubeEvent]]:
     return [(e.key, e) for e in events]
 
 
-async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_commands(
-    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str
+async def pool_then_demand(
+    worker: Any, kafka_bootstrap: str, topic_prefix: str, redis_url: str
 ) -> None:
-    worker = worker_factory()
-    worker.wait_ready()
+    """The shared pool, research/sweep-0 at 95% and checkpointed 20 s ago, then ft-llama's demand.
+
+    The heartbeat's summary must reach the decider before the demand does, so the
+    demand is published only once the worker's live view shows the progress.
+    """
     heartbeat = Heartbeat(
         job="research/sweep-0",
         pod="sweep-0-worker-0",
@@ -106,7 +109,6 @@ async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_co
         kafka_bootstrap, topic_prefix + "gpuyield.heartbeats", [(heartbeat.job, heartbeat)]
     )
     await publish(kafka_bootstrap, topic_prefix + "gpuyield.kube-events", keyed(pool_events(NOW)))
-    # the heartbeat's summary must reach the decider before the demand does
     await wait_for_view(
         redis_url, worker.cluster_id, lambda v: any(j["progress"] == 0.95 for j in v["jobs"])
     )
@@ -115,6 +117,14 @@ async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_co
         topic_prefix + "gpuyield.kube-events",
         keyed(demand_events("ft-llama", NOW + 1)),
     )
+
+
+async def test_a_production_gang_left_pending_gets_one_decision_and_its_yield_commands(
+    worker_factory, kafka_bootstrap: str, topic_prefix: str, redis_url: str
+) -> None:
+    worker = worker_factory()
+    worker.wait_ready()
+    await pool_then_demand(worker, kafka_bootstrap, topic_prefix, redis_url)
     decisions_topic = topic_prefix + "gpuyield.decisions"
     commands_topic = topic_prefix + "gpuyield.yield-commands"
     seen = await read_until(
