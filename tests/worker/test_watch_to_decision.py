@@ -89,21 +89,7 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands_and_job_e
         worker: LiveWorker = worker_factory(
             env={"GPUYIELD_KUBE_EVENTS": "true", "GPUYIELD_KUBECONFIG": str(config)}
         )
-        env = {
-            **os.environ,
-            "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
-            "GPUYIELD_TOPIC_PREFIX": topic_prefix,
-            "GPUYIELD_REDIS_URL": worker.redis_url,
-            "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
-        }
-        with (tmp_path / "watch.log").open("ab") as log:
-            watch = subprocess.Popen(
-                [GPUYIELD, "watch", "--kubeconfig", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        try:
+        with watching(api, worker, kafka_bootstrap, topic_prefix, tmp_path) as watch:
             worker.wait_ready()
             pending_production_job(api, "ft-llama")
             decisions_topic = topic_prefix + "gpuyield.decisions"
@@ -114,9 +100,6 @@ async def test_a_pending_gang_on_the_api_server_becomes_yield_commands_and_job_e
                 lambda s: len(s[commands_topic]) >= 2,
                 settle_s=1.0,
             )
-        finally:
-            watch.send_signal(signal.SIGTERM)
-            watch.wait(20)
         watch_log = (tmp_path / "watch.log").read_text(errors="replace")
         decisions = [d for d in decoded(seen[decisions_topic], Decision) if d.commands]
         commands = decoded(seen[commands_topic], YieldCommand)
