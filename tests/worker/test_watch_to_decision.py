@@ -151,21 +151,7 @@ async def test_the_freed_nodes_are_reserved_for_the_preemptor_until_volcano_plac
         worker: LiveWorker = worker_factory(
             env={"GPUYIELD_KUBE_RESERVATIONS": "true", "GPUYIELD_KUBECONFIG": str(config)}
         )
-        env = {
-            **os.environ,
-            "GPUYIELD_KAFKA_BOOTSTRAP": kafka_bootstrap,
-            "GPUYIELD_TOPIC_PREFIX": topic_prefix,
-            "GPUYIELD_REDIS_URL": worker.redis_url,
-            "GPUYIELD_STATE_DIR": str(tmp_path / "watch"),
-        }
-        with (tmp_path / "watch.log").open("ab") as log:
-            watch = subprocess.Popen(
-                [GPUYIELD, "watch", "--kubeconfig", str(config)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )
-        try:
+        with watching(api, worker, kafka_bootstrap, topic_prefix, tmp_path):
             worker.wait_ready()
             pending_production_job(api, "ft-llama")
             commands_topic = topic_prefix + "gpuyield.yield-commands"
@@ -201,9 +187,6 @@ async def test_the_freed_nodes_are_reserved_for_the_preemptor_until_volcano_plac
             await eventually(
                 lambda: all(not _taint_values(api, n) for n in held), "the taints to go"
             )
-        finally:
-            watch.send_signal(signal.SIGTERM)
-            watch.wait(20)
         states = [r.state.value for r in decoded(seen[reservations_topic], Reservation)]
         assert states == ["held", "released"]
 
