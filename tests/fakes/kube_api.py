@@ -102,6 +102,20 @@ def status_object(code: int, message: str, reason: str | None = None) -> Object:
     }
 
 
+def _invalid_response(exc: Invalid, group: str) -> web.Response:
+    """422 Invalid, with the field that is wrong as the API server's Status names it."""
+    return _status_response(
+        422,
+        str(exc),
+        details={
+            "name": exc.name,
+            "group": group,
+            "kind": exc.kind,
+            "causes": [{"reason": exc.reason, "message": exc.detail, "field": exc.field}],
+        },
+    )
+
+
 def _status_response(
     code: int, message: str, reason: str | None = None, details: Object | None = None
 ) -> web.Response:
@@ -645,16 +659,7 @@ class FakeKubeApi:
             if resource.plural == "events":
                 check_event(name, namespace, body)
         except Invalid as exc:
-            return _status_response(
-                422,
-                str(exc),
-                details={
-                    "name": exc.name,
-                    "group": resource.group,
-                    "kind": exc.kind,
-                    "causes": [{"reason": exc.reason, "message": exc.detail, "field": exc.field}],
-                },
-            )
+            return _invalid_response(exc, resource.group)
         new = {**body, "metadata": {**meta, "namespace": namespace}}
         new["metadata"].pop("resourceVersion", None)
         try:
@@ -707,16 +712,7 @@ class FakeKubeApi:
                 details={"name": route.name, "group": resource.group, "kind": resource.plural},
             )
         except Invalid as exc:
-            return _status_response(
-                422,
-                str(exc),
-                details={
-                    "name": exc.name,
-                    "group": resource.group,
-                    "kind": exc.kind,
-                    "causes": [{"reason": exc.reason, "message": exc.detail, "field": exc.field}],
-                },
-            )
+            return _invalid_response(exc, resource.group)
         if stored == current:
             return web.json_response(current)  # a no-op write changes no version
         return web.json_response(self.store.replace(stored))
