@@ -129,14 +129,19 @@ class _SlotOrder:
     ``(bound, node index, node)``; a refined node's entries all sort after its
     weak entry, which sorts after everything handed out before it, so readers
     that started earlier never miss one.
+
+    The costing function is handed to each read, not kept: kept, it would tie
+    the search to itself in a reference cycle, and the whole search (tens of
+    thousands of objects at 1,000 nodes) would wait for the cyclic collector
+    instead of being freed when the plan returns.
     """
 
     weak: tuple[tuple[float, int, str], ...]
-    cost: Callable[[str], list[float]]
+    gpus: int
     refined: list[tuple[float, int, str]] = field(default_factory=list)
     next_weak: int = 0
 
-    def entries(self) -> Iterator[tuple[float, int, str]]:
+    def entries(self, cost: Callable[[str, int], list[float]]) -> Iterator[tuple[float, int, str]]:
         r = 0
         while True:
             if self.next_weak < len(self.weak) and (
@@ -144,7 +149,7 @@ class _SlotOrder:
             ):
                 _, node_i, node = self.weak[self.next_weak]
                 self.next_weak += 1
-                for bound in self.cost(node):
+                for bound in cost(node, self.gpus):
                     bisect.insort(self.refined, (bound, node_i, node))
                 continue
             if r == len(self.refined):
@@ -284,7 +289,7 @@ class Search:
             tuple(sorted(bounds)),
             tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
             tuple(itertools.accumulate(reversed(slots)))[::-1],
-            _SlotOrder(tuple(sorted(weak)), lambda node: self._slot_costs(node, gpus)),
+            _SlotOrder(tuple(sorted(weak)), gpus),
         )
 
     def _slot_costs(self, node: str, gpus: int) -> list[float]:
@@ -678,7 +683,10 @@ class Search:
                 continue
             fresh.sort()
             short = count - slots
-            bound = max(bound, _cheapest(table.extra.entries(), fresh, short, first, state.free))
+            bound = max(
+                bound,
+                _cheapest(table.extra.entries(self._slot_costs), fresh, short, first, state.free),
+            )
         return bound
 
     def _beyond_best(self, state: State, protected: int, lost: float, victims: int = 0) -> bool:
