@@ -16,6 +16,11 @@ from __future__ import annotations
 from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
+# Verdicts without values, shared: a big plan judges tens of thousands of candidates.
+_PREEMPTABLE = Verdict(True, "preemptable")
+_NOT_PREEMPTABLE = Verdict(False, "marked preemptable: false")
+_NEVER_STARTED = Verdict(True, "never started: no cooldown")
+
 
 class NotPreemptable:
     """Rule 1: never a job with ``preemptable: false``."""
@@ -23,9 +28,7 @@ class NotPreemptable:
     name = "preemptable"
 
     def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
-        if candidate.job.preemptable:
-            return Verdict(True, "preemptable")
-        return Verdict(False, "marked preemptable: false")
+        return _PREEMPTABLE if candidate.job.preemptable else _NOT_PREEMPTABLE
 
 
 class InCooldown:
@@ -37,7 +40,7 @@ class InCooldown:
         started = candidate.job.started_at
         cooldown = session.snapshot.policy.cooldown_s
         if started is None:
-            return Verdict(True, "never started: no cooldown")
+            return _NEVER_STARTED
         age = max(0.0, session.now - started)  # clock skew counts as no time (0001 §2)
         if age < cooldown and session.sla_claim:
             return Verdict(
@@ -62,7 +65,8 @@ class AtEvictionLimit:
     def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
         policy = session.snapshot.policy
         window = policy.eviction_window_s
-        recent = sum(1 for e in candidate.job.evictions if 0 <= session.now - e <= window)
+        evictions, now = candidate.job.evictions, session.now
+        recent = sum(1 for e in evictions if 0 <= now - e <= window) if evictions else 0
         if recent >= policy.max_evictions and session.sla_claim:
             return Verdict(
                 True,
