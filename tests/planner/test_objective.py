@@ -427,7 +427,7 @@ def test_a_plan_leaves_nothing_for_the_cyclic_collector() -> None:
 
     The collector is paused for the call; anything cyclic left behind (a
     search tied to itself) would be walked by the next collection, which at
-    1,000 nodes cost a third of the call.
+    1,000 nodes cost about 5 ms of a 45 ms call, and 0.18 s at 10,000.
     """
     snapshot = busy_cluster()
     was = gc.isenabled()
