@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +161,22 @@ def cluster(now: float) -> tuple[list[KubeEvent], list[str]]:
     return events, jobs
 
 
-async def send_all(producer: AIOKafkaProducer, topic: str, items: list[tuple[str, Any]]) -> None:
-    futures = [await producer.send(topic, value=encode(m), key=k.encode()) for k, m in items]
+async def send_all(
+    producer: AIOKafkaProducer,
+    topic: str,
+    items: list[tuple[str, Any]],
+    stamp: Callable[[Any], float] | None = None,
+) -> None:
+    """Put ``items`` on ``topic``; ``stamp``: the record timestamp (s) each was sent at."""
+    futures = [
+        await producer.send(
+            topic,
+            value=encode(m),
+            key=k.encode(),
+            timestamp_ms=None if stamp is None else int(stamp(m) * 1000),
+        )
+        for k, m in items
+    ]
     await producer.flush()
     for f in futures:
         await f
@@ -191,7 +205,6 @@ def workers(
     prefix: str,
     state: Path,
     count: int = 1,
-    env: dict[str, str] | None = None,
     metrics: bool = False,
 ) -> Iterator[list[Worker]]:
     """``count`` worker processes of one deployment (one consumer group), started together."""
@@ -212,7 +225,6 @@ def workers(
                 "GPUYIELD_APP_ID": app_id,
                 "GPUYIELD_CLUSTER_ID": cluster_id,
                 "GPUYIELD_STATE_DIR": str(state / f"worker-{n}"),
-                **(env or {}),
             }
             command = [GPUYIELD, "worker", "--tick-s", "1"]
             if port is not None:
@@ -288,12 +300,6 @@ class Throughput:
         return self.beats / max(c for c in self.cpu_s if c is not None)
 
 
-SKEW_BOUND_S = "3600"
-"""The backlog spans 2,500 s of trainer time (250 beats 10 s apart): with the
-default 300 s bound its oldest beats would be taken as a skewed clock
-(``progress.in_worker_time``), which is not what is measured here."""
-
-
 async def throughput(
     bootstrap: str, redis_url: str, beats: int, state: Path, count: int = 1
 ) -> Throughput:
@@ -323,7 +329,9 @@ async def throughput(
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
-        await send_all(producer, prefix + "gpuyield.heartbeats", items)
+        # Stamped when each was sent, as a trainer's producer stamps it: the backlog
+        # spans 2,500 s, and the record's time is what tells it from a skewed clock.
+        await send_all(producer, prefix + "gpuyield.heartbeats", items, lambda b: b.sent_at)
     finally:
         await producer.stop()
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -332,8 +340,7 @@ async def throughput(
     consumer.assign([tp])
     await consumer.seek_to_beginning(tp)
     finished: set[str] = set()
-    env = {"GPUYIELD_MAX_CLOCK_SKEW_S": SKEW_BOUND_S}
-    with workers(bootstrap, redis_url, prefix, state, count, env=env, metrics=count > 1) as started:
+    with workers(bootstrap, redis_url, prefix, state, count, metrics=count > 1) as started:
         # The clock starts when the first is ready: started together, they join
         # one group generation, and any beat folded before the other is ready counts.
         readies = await asyncio.gather(*(wait_ready(w.log) for w in started))

@@ -49,6 +49,7 @@ from gpuyield.schemas import kube_objects as k
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import Decision, KubeEvent, YieldAck, YieldCommand
 from gpuyield.streams.embedded import EmbeddedBroker, EmbeddedRedis
+from gpuyield.streams.kafka_python_close import close_consumer
 from gpuyield.streams.live_view_store import read_view
 
 GPUYIELD = str(Path(sys.executable).with_name("gpuyield"))
@@ -198,7 +199,7 @@ class Topics:
             consumer.seek_to_beginning(*parts)
             return [r.value for r in consumer if r.value is not None]
         finally:
-            consumer.close()
+            close_consumer(consumer)
 
     def wait(self, name: str, model: type[Any], done: Callable[[list[Any]], bool]) -> list[Any]:
         seen: list[Any] = []

@@ -36,6 +36,7 @@ from gpuyield.streams.alert_delivery import (
     WebhookDelivery,
 )
 from gpuyield.streams.kafka_client import kafka_python_kwargs
+from gpuyield.streams.kafka_python_close import close_consumer
 from gpuyield.streams.shutdown import ShutdownDeadline
 from gpuyield.streams.topic_reader import read_topics
 from gpuyield.streams.topics import ALERTS
@@ -151,7 +152,7 @@ def alerts_command(
         for _, value in _follow(consumer, stop):
             show(value)
     finally:
-        consumer.close()
+        close_consumer(consumer)
 
 
 def _stop_on_signals(bound_s: float) -> threading.Event:
@@ -198,4 +199,4 @@ def _forward(
         typer.echo(f"gpuyield alerts: forwarding {topic} to {receiver}", err=True)
         forwarder.handle_all(_follow(consumer, stop))
     finally:
-        consumer.close()
+        close_consumer(consumer)

@@ -51,6 +51,7 @@ import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
 from gpuyield.schemas.labels import JOB_LABEL
+from gpuyield.streams.kafka_python_close import close_consumer
 from gpuyield.streams.metrics import ArchiveMetrics, lag
 
 log = logging.getLogger(__name__)
@@ -445,7 +446,7 @@ class Archiver:
 
     def close(self) -> None:
         self.flush()
-        self.consumer.close()
+        close_consumer(self.consumer)
 
 
 def archive_until_caught_up(

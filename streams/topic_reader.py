@@ -17,6 +17,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from gpuyield.streams.kafka_python_close import close_consumer
+
 
 @dataclass(frozen=True, slots=True)
 class TopicMessage:
@@ -87,4 +89,4 @@ def read_topics(
             if caught_up and time.monotonic() - last_news >= idle_s:
                 return
     finally:
-        consumer.close()
+        close_consumer(consumer)

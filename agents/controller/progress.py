@@ -28,26 +28,36 @@ class ForwardRule:
 
 
 def in_worker_time(
-    beat: Heartbeat, received_at: float, max_skew_s: float
+    beat: Heartbeat, received_at: float, max_skew_s: float, queued_at: float | None = None
 ) -> tuple[Heartbeat, float | None]:
-    """``beat`` in the worker's clock when the trainer's is off by more than the bound.
+    """``beat`` in the workers' time when the trainer's clock is off by more than the bound.
 
     The decider's time must not come from trainers (issue 11): a trainer a year
-    ahead once put every deadline a year away. Within ``max_skew_s`` of the
-    worker's clock a trainer's own times are kept (they say exactly when its
-    checkpoint was written); beyond it, every time the beat carries is shifted
-    by the offset observed on arrival, so its checkpoint age stays right, and
-    the offset is returned for the record and an alert.
+    ahead once put every deadline a year away. A beat's ``sent_at`` is compared
+    with when it was put on the topic (``queued_at``, the Kafka record's
+    timestamp), not with when it was read: a beat read 40 minutes late because
+    the worker was catching up a backlog was queued 40 minutes ago, and its
+    trainer's clock is right. Within ``max_skew_s`` of that a trainer's own times
+    are kept (they say exactly when its checkpoint was written); beyond it,
+    every time the beat carries is shifted by the offset, so its checkpoint age
+    stays right, and the offset is returned for the record and an alert.
+
+    A record's timestamp is no later than its reading: one beyond
+    ``received_at`` was stamped by a producer whose clock is ahead (a trainer's
+    own, where the topic keeps CreateTime), so the reading is the witness then.
+    Without ``queued_at`` (or with Kafka's -1, none) the reading is the witness.
+    A trainer ahead is always caught; one behind only where the record's time is
+    the broker's (LogAppendTime): under CreateTime the trainer stamped the record
+    itself, and a clock behind looks like a backlog as old.
     """
-    offset = beat.sent_at - received_at
+    witness = received_at if queued_at is None or queued_at <= 0 else min(queued_at, received_at)
+    offset = beat.sent_at - witness
     if abs(offset) <= max_skew_s:
         return beat, None
     checkpoint_at = beat.last_checkpoint_at
     if checkpoint_at is not None:
-        checkpoint_at = min(max(checkpoint_at - offset, 0.0), received_at)
-    corrected = beat.model_copy(
-        update={"sent_at": received_at, "last_checkpoint_at": checkpoint_at}
-    )
+        checkpoint_at = min(max(checkpoint_at - offset, 0.0), witness)
+    corrected = beat.model_copy(update={"sent_at": witness, "last_checkpoint_at": checkpoint_at})
     return corrected, offset
 
 
@@ -56,18 +66,20 @@ def fold(
     beat: Heartbeat,
     received_at: float | None = None,
     max_skew_s: float = 300.0,
+    queued_at: float | None = None,
 ) -> JobProgress | None:
     """The record after ``beat``, or None when the beat is old news (a duplicate or late).
 
     ``received_at`` is the worker's clock when the beat was read (None: trust
-    the trainer's, as the simulator does): a beat off by more than
-    ``max_skew_s`` is taken in the worker's time (``in_worker_time``), and a
+    the trainer's, as the simulator does) and ``queued_at`` the Kafka record's
+    timestamp (None: unknown): a beat off by more than ``max_skew_s`` from when
+    it was queued is taken in the workers' time (``in_worker_time``), and a
     record whose time lies beyond the worker's clock (written by a skewed
     trainer before) is replaced rather than kept forever ahead of every beat.
     """
     offset: float | None = None
     if received_at is not None:
-        beat, offset = in_worker_time(beat, received_at, max_skew_s)
+        beat, offset = in_worker_time(beat, received_at, max_skew_s, queued_at)
         if previous is not None and previous.updated_at > received_at + max_skew_s:
             previous = None
     if offset is not None or (previous is not None and previous.clock_offset_s is not None):

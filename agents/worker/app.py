@@ -278,7 +278,9 @@ def build_app(
                     await reject(event, str(exc))
                     continue
                 try:
-                    job = folder.fold(beat, time.time())  # the worker's clock, not the trainer's
+                    # The worker's clock, not the trainer's; the record's timestamp says
+                    # when the beat was queued, so a backlog is not taken for skew.
+                    job = folder.fold(beat, time.time(), event.message.timestamp)
                 except Exception as exc:  # a bug must not stop the agent: keep the input
                     log.exception("progress failed on %s", beat.job)
                     await reject(event, f"internal error ({type(exc).__name__}): {exc}")

@@ -65,13 +65,16 @@ class ProgressFolder:
             return mine.record
         return JobProgress.model_validate_json(raw)
 
-    def fold(self, beat: Heartbeat, received_at: float | None = None) -> str | None:
+    def fold(
+        self, beat: Heartbeat, received_at: float | None = None, queued_at: float | None = None
+    ) -> str | None:
         """Fold one beat, read at ``received_at`` (the worker's clock), into its job's record.
 
+        ``queued_at`` is its Kafka record's timestamp (``progress.in_worker_time``).
         Returns the job if its record changed.
         """
         base = self.latest.get(beat.job) or self._stored(beat.job)
-        folded = progress_rules.fold(base, beat, received_at, self.max_skew_s)
+        folded = progress_rules.fold(base, beat, received_at, self.max_skew_s, queued_at)
         if folded is None:
             return None
         self.latest[beat.job] = folded

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from cluster_objects import node
 from harness import NOW, production_demand, shared_pool
 from hypothesis import given
@@ -175,3 +176,58 @@ def test_an_exited_ack_from_the_future_changes_nothing_but_the_clock_bound() -> 
     )
     c.feed(ack)
     assert c.records["clock"]["now"] == before + BOUND
+
+
+def test_a_backlog_older_than_the_bound_is_folded_whole_when_caught_up() -> None:
+    """A worker back after 40 minutes reads 250 beats its trainer queued 10 s apart."""
+    sent = [NOW - 2500 + 10 * i for i in range(250)]
+    # Checkpoints every 30 minutes, once the first is written.
+    beats = [beat(4 * (i + 1), at, at - at % 1800 if i > 2 else None) for i, at in enumerate(sent)]
+    folder = ProgressFolder({})
+    changed = [
+        folder.fold(b, received_at=NOW + 0.01 * i, queued_at=b.sent_at + 0.05)
+        for i, b in enumerate(beats)
+    ]
+    assert changed == ["research/sweep-7"] * 250  # none taken for old news
+    (forwarded,) = folder.forward_changed({"research/sweep-7": None})
+    assert (forwarded.step, forwarded.progress, forwarded.updated_at) == (1000, 1.0, sent[-1])
+    assert forwarded.clock_offset_s is None
+    assert forwarded.step_rate == pytest.approx(0.4)  # 4 steps every 10 s: the trainer's times
+    c = shared_pool()
+    c.feed(forwarded)
+    assert [a for a in c.alerts if a.kind is AlertKind.CLOCK_SKEW] == []
+
+
+def test_a_trainer_ahead_is_caught_though_its_own_producer_stamped_the_record() -> None:
+    """Where the topic keeps CreateTime the record's time is the trainer's clock too."""
+    folded = fold(None, beat(100, NOW + YEAR), received_at=NOW, queued_at=NOW + YEAR)
+    assert folded is not None
+    assert (folded.updated_at, folded.clock_offset_s) == (NOW, YEAR)
+
+
+def test_a_trainer_behind_is_caught_when_the_broker_stamped_the_record() -> None:
+    """Where the topic stamps LogAppendTime, a beat a year old on arrival at the broker is
+    a clock a year behind, even when the worker reads it late from a backlog."""
+    late = beat(100, NOW - YEAR, NOW - YEAR - 600)
+    folded = fold(None, late, received_at=NOW + 2500, queued_at=NOW)
+    assert folded is not None
+    assert folded.updated_at == NOW  # when it was queued, not when it was read
+    assert folded.last_checkpoint_at == NOW - 600  # its checkpoint age is kept
+    assert folded.clock_offset_s == -YEAR
+
+
+def test_a_skewed_trainers_backlog_keeps_its_order_in_the_brokers_time() -> None:
+    folder = ProgressFolder({})
+    queued = [NOW - 2500 + 10 * i for i in range(250)]
+    for i, at in enumerate(queued):
+        skewed = beat(4 * (i + 1), at + YEAR)
+        assert folder.fold(skewed, received_at=NOW + 0.01 * i, queued_at=at) is not None
+    record = folder.latest["research/sweep-7"]
+    assert (record.step, record.updated_at, record.clock_offset_s) == (1000, queued[-1], YEAR)
+    assert record.step_rate == pytest.approx(0.4)
+
+
+def test_kafkas_missing_timestamp_leaves_the_reading_as_the_witness() -> None:
+    folded = fold(None, beat(100, NOW - 2500), received_at=NOW, queued_at=-0.001)
+    assert folded is not None
+    assert (folded.updated_at, folded.clock_offset_s) == (NOW, -2500)
