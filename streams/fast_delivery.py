@@ -150,4 +150,4 @@ def deliver_without_tasks(app: Any) -> None:
     """
     transport = app.transport
     if isinstance(transport, faust_aiokafka.Transport):
-        transport.Consumer = DeliveringConsumer
+        cast(Any, transport).Consumer = DeliveringConsumer  # this app's transport only
