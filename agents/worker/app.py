@@ -68,6 +68,7 @@ from gpuyield.schemas.messages import (
     YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
+from gpuyield.streams.fast_delivery import deliver_without_tasks
 from gpuyield.streams.kube_job_events import EventWriter
 from gpuyield.streams.kube_reservations import ReservationEnforcer
 from gpuyield.streams.topics import (
@@ -178,6 +179,7 @@ def build_app(
         table_cleanup_interval=3600.0,
         **local,
     )
+    deliver_without_tasks(app)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(p + name, value_serializer="raw", key_serializer="raw", internal=False)
