@@ -1,4 +1,4 @@
-"""A snapshot that reuses the last one's models is the snapshot built afresh (``snapshot_parts``)."""
+"""A snapshot reusing the last one's models is the snapshot built afresh (``snapshot_parts``)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def test_a_job_whose_progress_changed_is_rebuilt_and_the_others_are_reused() -> 
     after = build(c, NOW + 10, parts)
     assert after == build(c, NOW + 10)
     sweep0, sweep1 = (after.job(f"research/sweep-{i}") for i in range(2))
-    assert sweep0 is not None and sweep0.progress == 0.6
+    assert sweep0 is not None
+    assert sweep0.progress == 0.6
     assert sweep0 is not before.job("research/sweep-0")
     assert sweep1 is before.job("research/sweep-1")
 
@@ -58,4 +59,5 @@ def test_a_pod_whose_name_another_namespace_shares_is_renamed_in_a_reused_snapsh
     after = build(c, NOW + 5, parts)
     assert after == build(c, NOW + 5)
     sweep0 = after.job("research/sweep-0")
-    assert sweep0 is not None and sweep0.pods[0].name.startswith("research/")
+    assert sweep0 is not None
+    assert sweep0.pods[0].name.startswith("research/")

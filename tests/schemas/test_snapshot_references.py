@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from builders import a_job, a_node, a_pod, a_snapshot
 from pydantic import ValidationError
@@ -40,5 +42,5 @@ def test_a_snapshot_copied_with_a_pod_on_an_unknown_node_is_refused_by_the_decis
     moved = snapshot.model_copy(
         update={"jobs": (snapshot.jobs[0].model_copy(update={"pods": (a_pod("ft-0", 8, "n9"),)}),)}
     )
-    with pytest.raises(ValidationError, match="jobs\\[0\\].pods\\[0\\].node: unknown node 'n9'"):
+    with pytest.raises(ValidationError, match=re.escape("jobs[0].pods[0].node: unknown node 'n9'")):
         a_decision(moved)
