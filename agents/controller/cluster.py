@@ -353,13 +353,19 @@ def snapshot(
             jobs_out.append(
                 parts.job(name, (view, leaving), partial(_leaving, view, name, leaving))
             )
-        if view.name != preemptor and not any(p.node is not None for p in staying):
+        if view.name != preemptor and not (
+            view.name in tally.placed
+            if staying is view.pods
+            else any(p.node is not None for p in staying)
+        ):
             continue  # waiting jobs other than the preemptor hold nothing
         if not staying:
             continue
         progress = records.get(PROGRESS + view.name)
-        evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
-        evictions = tuple(e for e in evicted.at if e <= now) if evicted else ()
+        evictions: tuple[float, ...] = ()
+        if records.get(EVICTIONS + view.name) is not None:
+            evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
+            evictions = tuple(e for e in evicted.at if e <= now) if evicted else ()
         jobs_out.append(
             parts.job(
                 view.name,
@@ -433,7 +439,8 @@ class _Tally:
     """What ``snapshot`` needs of every pod, in one pass over the views.
 
     ``held``: the GPUs each node's pods hold (leaving ones included);
-    ``leaving``: those of its leaving pods; ``unique``: pod names as the
+    ``leaving``: those of its leaving pods; ``placed``: the jobs with a pod
+    placed (leaving ones aside); ``unique``: pod names as the
     snapshot needs them, unique across the cluster (a pod's name is unique
     only in its namespace; the rare name that two namespaces share is written
     ``namespace/name``, which the node agent reads too).
@@ -442,14 +449,20 @@ class _Tally:
     def __init__(self, views: Iterable[JobView]) -> None:
         self.held: dict[str, int] = {}
         self.leaving: dict[str, int] = {}
+        self.placed: set[str] = set()
+        """The jobs with a pod on a node (leaving ones aside)."""
         self._count: dict[str, int] = {}
         held, leaving, count = self.held, self.leaving, self._count
         pods = 0
         for view in views:
+            placed = False
             for pod in view.pods:
                 count[pod.name] = count.get(pod.name, 0) + 1
                 if pod.node is not None:
                     held[pod.node] = held.get(pod.node, 0) + pod.gpus
+                    placed = True
+            if placed:
+                self.placed.add(view.name)
             for pod in view.leaving:
                 count[pod.name] = count.get(pod.name, 0) + 1
                 if pod.node is not None:
