@@ -15,7 +15,10 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
   and the planner's own share of it (another part of the project);
 - a step's latency for the other inputs, median and p99;
 - the time to load the table and build its index (a worker's restart);
-- the process's peak resident memory once the 10,000-node table is loaded.
+- the process's peak resident memory once the 10,000-node table is loaded;
+- inputs per second and the planning steps' latency in CPU time of the
+  process too (``time.process_time``), which the load of a shared machine
+  does not inflate the way it does wall-clock time.
 
     .venv/bin/python bench/bench_decider_scale.py [--nodes 1000 10000] [--inputs 20000]
 """
@@ -75,37 +78,43 @@ def run(
     started = time.perf_counter()
     index = RecordIndex.build(table, config) if RecordIndex is not None else None
     index_s = time.perf_counter() - started
-    planner_s = [0.0]
+    planner_s = [0.0, 0.0]  # wall, CPU
 
     def timed(snapshot: Snapshot, preemptor: str, **kwargs: Any) -> Plan:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         try:
             return plan(snapshot, preemptor, **kwargs)
         finally:
             planner_s[0] += time.perf_counter() - t
+            planner_s[1] += time.process_time() - c
 
     feed = _feeder(table, index, config, timed)
     feed(Tick(at=stream.now), "warm/0/0")
     for n in range(warmup):
         stream.answer(feed(next(stream), f"warm/0/{n + 1}"))
     decided: list[tuple[float, float]] = []  # (step s, planner s)
+    decided_cpu: list[tuple[float, float]] = []  # the same in CPU seconds of this process
     quiet: list[float] = []
+    quiet_cpu: list[float] = []
     counts = {"decisions": 0, "commands": 0}
-    total = time.perf_counter()
+    total, total_cpu = time.perf_counter(), time.process_time()
     for n in range(inputs):
         message = next(stream)
-        planner_s[0] = 0.0
-        t = time.perf_counter()
+        planner_s[:] = [0.0, 0.0]
+        t, c = time.perf_counter(), time.process_time()
         outcome = feed(message, f"bench/0/{n}")
-        took = time.perf_counter() - t
+        took, took_cpu = time.perf_counter() - t, time.process_time() - c
         if planner_s[0] > 0:
             decided.append((took, planner_s[0]))
+            decided_cpu.append((took_cpu, planner_s[1]))
         else:
             quiet.append(took)
+            quiet_cpu.append(took_cpu)
         counts["decisions"] += sum(1 for d in outcome.decisions if d.plan is not None)
         counts["commands"] += len(outcome.commands)
         stream.answer(outcome)
     total = time.perf_counter() - total
+    total_cpu = time.process_time() - total_cpu
     return {
         "nodes": nodes,
         "records": len(table),
@@ -113,6 +122,7 @@ def run(
         "load_s": loaded_s,
         "index_s": index_s,
         "inputs_per_s": inputs / total,
+        "inputs_per_cpu_s": inputs / total_cpu,
         "quiet_per_s": len(quiet) / sum(quiet) if quiet else float("nan"),
         "quiet_ms_p50": 1000 * percentile(quiet, 0.5),
         "quiet_ms_p99": 1000 * percentile(quiet, 0.99),
@@ -121,6 +131,10 @@ def run(
         "decided_ms_p99": 1000 * percentile([d for d, _ in decided], 0.99),
         "planner_ms_p50": 1000 * percentile([p for _, p in decided], 0.5),
         "outside_planner_ms_p50": 1000 * percentile([d - p for d, p in decided], 0.5),
+        "quiet_per_cpu_s": len(quiet_cpu) / sum(quiet_cpu) if sum(quiet_cpu) else float("nan"),
+        "decided_cpu_ms_p50": 1000 * percentile([d for d, _ in decided_cpu], 0.5),
+        "planner_cpu_ms_p50": 1000 * percentile([p for _, p in decided_cpu], 0.5),
+        "outside_planner_cpu_ms_p50": 1000 * percentile([d - p for d, p in decided_cpu], 0.5),
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         **counts,
     }
@@ -178,10 +192,20 @@ def main() -> None:
     keys = ["records", "index_s", "inputs_per_s", "quiet_per_s", "quiet_ms_p50", "quiet_ms_p99",
             "decided", "decided_ms_p50", "decided_ms_p99", "planner_ms_p50",
             "outside_planner_ms_p50", "rss_mib"]  # fmt: skip
+    cpu_keys = ["inputs_per_cpu_s", "quiet_per_cpu_s", "decided_cpu_ms_p50",
+                "planner_cpu_ms_p50", "outside_planner_cpu_ms_p50"]  # fmt: skip
     print("| nodes | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 1) + "|")
     for nodes, runs in results.items():
         cells = [f"{statistics.median(r[k] for r in runs):,.2f}" for k in keys]
+        print(f"| {nodes:,} | " + " | ".join(cells) + " |")
+    print(
+        "\nthe same in CPU time of the process (what a shared machine's load does not inflate):\n"
+    )
+    print("| nodes | " + " | ".join(cpu_keys) + " |")
+    print("|---" * (len(cpu_keys) + 1) + "|")
+    for nodes, runs in results.items():
+        cells = [f"{statistics.median(r[k] for r in runs):,.2f}" for k in cpu_keys]
         print(f"| {nodes:,} | " + " | ".join(cells) + " |")
     if len(results) > 1:
         small, large = min(results), max(results)

@@ -18,8 +18,9 @@ Choices made here (see docs/design/0003-controller.md):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from gpuyield.agents.controller import queue_capability, yields
 from gpuyield.agents.controller.config import ControllerConfig
@@ -46,6 +47,7 @@ from gpuyield.agents.controller.records import (
     VJobRecord,
     YieldRecord,
 )
+from gpuyield.agents.controller.snapshot_parts import SnapshotParts
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
 
@@ -277,19 +279,20 @@ def snapshot(
     config: ControllerConfig,
     *,
     held: Mapping[str, int] | None = None,
+    parts: SnapshotParts | None = None,
 ) -> Snapshot:
     """The planner's input for making room for ``preemptor``.
 
     ``held``: free GPUs per node set aside for someone else in this step
     only (heavier suspended jobs that do not fit yet), taken off capacity.
+    ``parts``: the models of the last snapshot, reused where nothing they are
+    built from changed (the decider's, kept in its index).
     """
     # GPUs nominated for other preemptors come first out of what leaving pods
     # will free on that node (those pods still hold them), then out of the free ones.
-    leaving_gpus: dict[str, int] = {}
-    for view in views.values():
-        for pod in view.leaving:
-            if pod.node is not None:
-                leaving_gpus[pod.node] = leaving_gpus.get(pod.node, 0) + pod.gpus
+    ordered = list(views.values())
+    tally = _Tally(ordered)
+    leaving_gpus = tally.leaving
     nominated: dict[str, int] = {}
     for job, reservation in records.typed_prefix(RESERVATION, ReservationRecord):
         if job == preemptor or reservation.until <= now:
@@ -299,9 +302,13 @@ def snapshot(
     reserved = {on: max(0, gpus - leaving_gpus.get(on, 0)) for on, gpus in nominated.items()}
     for on, gpus in (held or {}).items():
         reserved[on] = reserved.get(on, 0) + gpus
-    taken = _held_gpus(views)
+    taken = tally.held
+    parts = SnapshotParts() if parts is None else parts
+    parts.start()
     nodes = []
+    cluster_gpus = 0
     for name, node in records.typed_prefix(NODE, NodeRecord):
+        cluster_gpus += node.gpus
         if node.gpus <= 0 and not taken.get(name):
             continue
         capacity = max(0, node.gpus - reserved.get(name, 0))
@@ -310,67 +317,60 @@ def snapshot(
         # hold more than it has is taken as full and closed to new pods until
         # the watch catches up, rather than making the snapshot invalid.
         overcommitted = taken.get(name, 0) > capacity
+        gpus = max(capacity, taken.get(name, 0))
+        schedulable = node.schedulable and not overcommitted
         nodes.append(
-            Node(
-                name=name,
-                gpus=max(capacity, taken.get(name, 0)),
-                schedulable=node.schedulable and not overcommitted,
-                topology=Topology(rack=node.rack, nvlink_domain=node.nvlink),
+            parts.node(
+                name,
+                (node, gpus, schedulable),
+                partial(_node, name, node, gpus, schedulable),
             )
         )
     known_nodes = {n.name for n in nodes}
-    queues = _queues(records, config)
+    queues = _queues(records, config, cluster_gpus)
     jobs_out: list[Job] = []
-    unique = _unique_pod_names(views)
-    for view in views.values():
+    unique = tally.unique
+    # Nearly always every pod is on a node the snapshot holds and its name is
+    # unique in the cluster: a job's pods are then its view's, as they are.
+    as_they_are = tally.unique_names and taken.keys() <= known_nodes
+    for view in ordered:
         if view.queue not in queues:
             queues[view.queue] = Queue(name=view.queue)
-        # Pods on nodes the watch has not delivered (or without GPUs) are left
-        # out: the planner can neither free nor use those GPUs.
-        staying = tuple(
-            _renamed(p, unique(view, p))
-            for p in view.pods
-            if p.node is None or p.node in known_nodes
-        )
-        leaving = tuple(p for p in view.leaving if p.node in known_nodes)
-        if leaving:
-            jobs_out.append(
-                Job(
-                    name=f"{view.name}~leaving",
-                    queue=view.queue,
-                    priority=view.priority,
-                    state=JobState.RUNNING,
-                    preemptable=False,
-                    pods=tuple(
-                        p.model_copy(update={"name": f"{unique(view, p)}~leaving"}) for p in leaving
-                    ),
-                )
+        if as_they_are:
+            staying = view.pods
+            leaving = tuple((p, p.name) for p in view.leaving)
+        else:
+            # Pods on nodes the watch has not delivered (or without GPUs) are left
+            # out: the planner can neither free nor use those GPUs.
+            staying = tuple(
+                _renamed(p, unique(view, p))
+                for p in view.pods
+                if p.node is None or p.node in known_nodes
             )
-        if view.name != preemptor and not any(p.node is not None for p in staying):
+            leaving = tuple((p, unique(view, p)) for p in view.leaving if p.node in known_nodes)
+        if leaving:
+            name = f"{view.name}~leaving"
+            jobs_out.append(
+                parts.job(name, (view, leaving), partial(_leaving, view, name, leaving))
+            )
+        if view.name != preemptor and not (
+            view.name in tally.placed
+            if staying is view.pods
+            else any(p.node is not None for p in staying)
+        ):
             continue  # waiting jobs other than the preemptor hold nothing
         if not staying:
             continue
-        progress = records.typed(PROGRESS + view.name, ProgressRecord)
-        evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
-        evictions = evicted.at if evicted else ()
-        min_available = view.min_available
-        if min_available is not None:
-            min_available = min(min_available, len(staying))  # a partly deleted gang
+        progress = records.get(PROGRESS + view.name)
+        evictions: tuple[float, ...] = ()
+        if records.get(EVICTIONS + view.name) is not None:
+            evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
+            evictions = tuple(e for e in evicted.at if e <= now) if evicted else ()
         jobs_out.append(
-            Job(
-                name=view.name,
-                queue=view.queue,
-                priority=view.priority,
-                state=view.state,
-                pods=staying,
-                min_available=min_available,
-                preemptable=view.preemptable,
-                submitted_at=view.submitted_at,
-                started_at=view.started_at,
-                progress=progress.progress if progress else 0.0,
-                last_checkpoint_at=progress.last_checkpoint_at if progress else None,
-                evictions=tuple(e for e in evictions if e <= now),
-                sla_deadline=view.sla_deadline,
+            parts.job(
+                view.name,
+                (view, staying, progress, evictions),
+                partial(_job, view, staying, records, evictions),
             )
         )
     return Snapshot(
@@ -383,22 +383,102 @@ def snapshot(
     )
 
 
+def _node(name: str, node: NodeRecord, gpus: int, schedulable: bool) -> Node:
+    return Node(
+        name=name,
+        gpus=gpus,
+        schedulable=schedulable,
+        topology=Topology(rack=node.rack, nvlink_domain=node.nvlink),
+    )
+
+
+def _job(
+    view: JobView, staying: tuple[Pod, ...], records: Overlay, evictions: tuple[float, ...]
+) -> Job:
+    """``view``'s job as the planner sees it (``snapshot``'s ``parts`` keys it by all it reads)."""
+    progress = records.typed(PROGRESS + view.name, ProgressRecord)
+    min_available = view.min_available
+    if min_available is not None:
+        min_available = min(min_available, len(staying))  # a partly deleted gang
+    return Job(
+        name=view.name,
+        queue=view.queue,
+        priority=view.priority,
+        state=view.state,
+        pods=staying,
+        min_available=min_available,
+        preemptable=view.preemptable,
+        submitted_at=view.submitted_at,
+        started_at=view.started_at,
+        progress=progress.progress if progress else 0.0,
+        last_checkpoint_at=progress.last_checkpoint_at if progress else None,
+        evictions=evictions,
+        sla_deadline=view.sla_deadline,
+    )
+
+
+def _leaving(view: JobView, name: str, leaving: tuple[tuple[Pod, str], ...]) -> Job:
+    """The pods of ``view`` on their way out, as a job no plan may preempt."""
+    return Job(
+        name=name,
+        queue=view.queue,
+        priority=view.priority,
+        state=JobState.RUNNING,
+        preemptable=False,
+        pods=tuple(p.model_copy(update={"name": f"{unique}~leaving"}) for p, unique in leaving),
+    )
+
+
 def _renamed(pod: Pod, name: str) -> Pod:
     """``pod`` under ``name``: the same (frozen) pod when the name is its own, as it
     nearly always is; a copy costs more than the rest of the snapshot's pod."""
     return pod if pod.name == name else pod.model_copy(update={"name": name})
 
 
-def _held_gpus(views: Mapping[str, JobView]) -> dict[str, int]:
-    held: dict[str, int] = {}
-    for view in views.values():
-        for pod in (*view.pods, *view.leaving):
-            if pod.node is not None:
-                held[pod.node] = held.get(pod.node, 0) + pod.gpus
-    return held
+class _Tally:
+    """What ``snapshot`` needs of every pod, in one pass over the views.
+
+    ``held``: the GPUs each node's pods hold (leaving ones included);
+    ``leaving``: those of its leaving pods; ``placed``: the jobs with a pod
+    placed (leaving ones aside); ``unique``: pod names as the
+    snapshot needs them, unique across the cluster (a pod's name is unique
+    only in its namespace; the rare name that two namespaces share is written
+    ``namespace/name``, which the node agent reads too).
+    """
+
+    def __init__(self, views: Iterable[JobView]) -> None:
+        self.held: dict[str, int] = {}
+        self.leaving: dict[str, int] = {}
+        self.placed: set[str] = set()
+        """The jobs with a pod on a node (leaving ones aside)."""
+        self._count: dict[str, int] = {}
+        held, leaving, count = self.held, self.leaving, self._count
+        pods = 0
+        for view in views:
+            placed = False
+            for pod in view.pods:
+                count[pod.name] = count.get(pod.name, 0) + 1
+                if pod.node is not None:
+                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
+                    placed = True
+            if placed:
+                self.placed.add(view.name)
+            for pod in view.leaving:
+                count[pod.name] = count.get(pod.name, 0) + 1
+                if pod.node is not None:
+                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
+                    leaving[pod.node] = leaving.get(pod.node, 0) + pod.gpus
+            pods += len(view.pods) + len(view.leaving)
+        self.unique_names = len(count) == pods
+        """No two pods share a name: ``unique`` gives every pod its own."""
+
+    def unique(self, view: JobView, pod: Pod) -> str:
+        if self._count.get(pod.name, 0) <= 1:
+            return pod.name
+        return f"{view.name.split('/', 1)[0]}/{pod.name}"
 
 
-def _queues(records: Overlay, config: ControllerConfig) -> dict[str, Queue]:
+def _queues(records: Overlay, config: ControllerConfig, cluster_gpus: int) -> dict[str, Queue]:
     """The watched queues, made consistent enough to plan with.
 
     Volcano's webhook rejects most inconsistencies, but a controller must not
@@ -409,7 +489,6 @@ def _queues(records: Overlay, config: ControllerConfig) -> dict[str, Queue]:
     """
     raw = dict(records.typed_prefix(QUEUE, QueueRecord))
     as_json = {name: q.dump() for name, q in raw.items()}
-    cluster_gpus = sum(node.gpus for _, node in records.typed_prefix(NODE, NodeRecord))
     parents: dict[str, str | None] = {name: q.parent for name, q in raw.items()}
     for name in sorted(parents):
         seen = {name}
@@ -435,25 +514,6 @@ def _queues(records: Overlay, config: ControllerConfig) -> dict[str, Queue]:
             parent=parents[name],
         )
     return queues
-
-
-def _unique_pod_names(views: Mapping[str, JobView]) -> Callable[[JobView, Pod], str]:
-    """Pod names as the snapshot needs them: unique across the cluster.
-
-    A pod's name is unique only in its namespace; the rare name that two
-    namespaces share is written ``namespace/name`` (the node agent reads both).
-    """
-    count: dict[str, int] = {}
-    for view in views.values():
-        for pod in (*view.pods, *view.leaving):
-            count[pod.name] = count.get(pod.name, 0) + 1
-
-    def unique(view: JobView, pod: Pod) -> str:
-        if count.get(pod.name, 0) <= 1:
-            return pod.name
-        return f"{view.name.split('/', 1)[0]}/{pod.name}"
-
-    return unique
 
 
 # -- resumes: what a suspended job needs, and what is free for it -------------------

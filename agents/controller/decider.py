@@ -888,7 +888,7 @@ def _round(
         why = _cooldown(ledger, demand.name, sla)
         _skip(s, demand.name, RoundOutcome.SKIPPED_COOLDOWN, why)
         return min(_may_plan_at(ledger, demand.name, s.now, sla), _at_risk_at(s, demand))
-    snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config)
+    snapshot = cluster.snapshot(s.view, views, demand.name, s.now, s.config, parts=s.index.parts)
     s.snapshot_ok = True
     result = s.planner(snapshot, demand.name, budget=s.config.planner_budget, explain=True)
     if not result.feasible:
@@ -1196,7 +1196,9 @@ def _resume(s: _Step) -> None:
         if plans >= s.config.max_plans_per_step:
             break
         plans += 1
-        snapshot = cluster.snapshot(s.view, views, view.name, s.now, s.config, held=held)
+        snapshot = cluster.snapshot(
+            s.view, views, view.name, s.now, s.config, held=held, parts=s.index.parts
+        )
         s.snapshot_ok = True
         result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
         if result.feasible and not result.victims and result.placement:

@@ -17,7 +17,9 @@ the same derived state, updated from each step's writes:
   GPU jobs, the cluster's GPUs; and on ticks the candidates of the
   checkpoint-stale and pending-past-SLA conditions;
 - a memo of the demands whose last round changed nothing, with what that
-  round read and until when it cannot change (``decider._decide``).
+  round read and until when it cannot change (``decider._decide``);
+- the last snapshot's node and job models (``snapshot_parts``), which the
+  next snapshot reuses for the nodes and jobs no input changed since.
 
 The index is a function of the records alone (and the configuration): the
 worker and ``replay`` keep one next to the table and ``apply`` each step's
@@ -60,6 +62,7 @@ from gpuyield.agents.controller.records import (
     Writes,
     YieldRecord,
 )
+from gpuyield.agents.controller.snapshot_parts import SnapshotParts
 
 JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
 """The kinds of record a job's view is computed from."""
@@ -137,6 +140,8 @@ class RecordIndex:
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
         """The epochs at which no open condition alert had ended."""
+        self.parts = SnapshotParts()
+        """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``)."""
 
     @classmethod
     def build(cls, records: Mapping[str, Record], config: ControllerConfig) -> RecordIndex:

@@ -358,6 +358,14 @@ class Overlay(Mapping[str, Record]):
             return value
         return self.base[key]
 
+    def get(self, key: str, default: Record | None = None) -> Record | None:
+        # ``Mapping.get`` goes through ``[]`` and a KeyError for every absent key:
+        # the snapshot asks for each job's progress and evictions, most have none.
+        if key in self.writes:
+            value = self.writes[key]
+            return default if value is None else value
+        return self.base.get(key, default)
+
     def __iter__(self) -> Iterator[str]:
         for key in self.base:
             if key not in self.writes:

@@ -1,0 +1,63 @@
+"""A snapshot reusing the last one's models is the snapshot built afresh (``snapshot_parts``)."""
+
+from __future__ import annotations
+
+from cluster_objects import node, pod
+from harness import NOW, Controller, shared_pool
+
+from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.records import Overlay
+from gpuyield.agents.controller.snapshot_parts import SnapshotParts
+from gpuyield.schemas import Snapshot
+from gpuyield.schemas.messages import JobProgress
+
+
+def build(c: Controller, at: float, parts: SnapshotParts | None = None) -> Snapshot:
+    records = Overlay(c.records, {})
+    views = cluster.jobs(records, c.config)
+    return cluster.snapshot(records, views, "prod/waiting", at, c.config, parts=parts)
+
+
+def test_a_job_whose_progress_changed_is_rebuilt_and_the_others_are_reused() -> None:
+    c = shared_pool()
+    parts = SnapshotParts()
+    before = build(c, NOW, parts)
+    c.feed(
+        JobProgress(
+            job="research/sweep-0",
+            step=900,
+            progress=0.6,
+            first_seen_at=NOW - 3600,
+            updated_at=NOW + 10,
+        )
+    )
+    after = build(c, NOW + 10, parts)
+    assert after == build(c, NOW + 10)
+    sweep0, sweep1 = (after.job(f"research/sweep-{i}") for i in range(2))
+    assert sweep0 is not None
+    assert sweep0.progress == 0.6
+    assert sweep0 is not before.job("research/sweep-0")
+    assert sweep1 is before.job("research/sweep-1")
+
+
+def test_a_node_whose_record_changed_is_rebuilt() -> None:
+    c = shared_pool()
+    parts = SnapshotParts()
+    build(c, NOW, parts)
+    c.change(node("gpu-03", ready=False), NOW + 5)
+    after = build(c, NOW + 5, parts)
+    assert after == build(c, NOW + 5)
+    assert [n.name for n in after.nodes if not n.schedulable] == ["gpu-03"]
+
+
+def test_a_pod_whose_name_another_namespace_shares_is_renamed_in_a_reused_snapshot() -> None:
+    c = shared_pool()
+    parts = SnapshotParts()
+    build(c, NOW, parts)
+    # a pod of another namespace named as sweep-0's first pod: both are written namespace/name
+    c.add(pod("sweep-0", 0, namespace="other", node="gpu-02"), NOW + 5)
+    after = build(c, NOW + 5, parts)
+    assert after == build(c, NOW + 5)
+    sweep0 = after.job("research/sweep-0")
+    assert sweep0 is not None
+    assert sweep0.pods[0].name.startswith("research/")
