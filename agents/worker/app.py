@@ -59,6 +59,7 @@ from gpuyield.agents.worker.shell import (
     decide,
     publish_outcome,
 )
+from gpuyield.agents.worker.view_pacing import ViewPacer
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
@@ -312,7 +313,7 @@ def build_app(
         p + YIELD_ACKS: YieldAck,
         p + TICKS: Tick,
     }
-    last_view = [0.0]
+    pacer = ViewPacer(every_s=view_every_s)
 
     def observe(message: Input, outcome: Outcome) -> None:
         """The metrics of one step, read against the table before its writes."""
@@ -389,13 +390,14 @@ def build_app(
                 )
             if publish_view is not None:
                 now = time.time()
-                if outcome.decisions or now - last_view[0] >= view_every_s:
-                    last_view[0] = now
+                if pacer.due(time.monotonic(), decided=bool(outcome.decisions)):
+                    begun = time.monotonic()
                     try:
                         view = live_view(TableView(decider_table), config, now, index=index.index)
                         await publish_view(view, now)
                     except Exception:
                         log.exception("could not publish the live view")
+                    pacer.built(begun, time.monotonic() - begun)
 
     async def tick() -> None:
         await ticks.send(key=b"tick", value=encode(Tick(at=time.time())))
