@@ -178,6 +178,8 @@ def worker_command(
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,
+                view_every_s=settings.live_view_every_s,
+                view_max_share=settings.live_view_max_share,
             )
 
             add_fault_tasks(

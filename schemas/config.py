@@ -224,9 +224,10 @@ class ControllerConfig(BaseModel):
     max_clock_skew_s: Annotated[float, Field(gt=0)] = 300.0
     """No input but a worker's tick moves the decider's clock more than this past
     the newest tick, and a tick this far behind the clock sets a poisoned clock
-    back. It is also the skew a trainer's clock may have before the progress
-    agent takes its heartbeats in the worker's time. Workers' clocks must agree
-    within it (NTP does)."""
+    back. It is also the skew a trainer's clock may have (a beat's `sent_at`
+    against its Kafka record's timestamp, so a backlog is not skew) before the
+    progress agent takes its heartbeats in the worker's time. Workers' clocks
+    must agree within it (NTP does)."""
 
     @field_validator("priority_classes", mode="before")
     @classmethod

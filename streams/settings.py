@@ -428,6 +428,25 @@ class Settings(BaseSettings):
             "long is reported stalled (gpuyield status, the live view). Default 60."
         ),
     )
+    live_view_every_s: float = Field(
+        0.5,
+        gt=0,
+        le=3600,
+        description=(
+            "How often the worker rebuilds the live view (gpuyield status) while inputs flow; "
+            "a decision rebuilds it sooner. Default 0.5."
+        ),
+    )
+    live_view_max_share: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description=(
+            "The most of the worker's time rebuilding the live view may take: a rebuild "
+            "waits until the last one is this share of the time since (at 10,000 nodes one "
+            "costs about 0.4 s, so the view is then up to 4 s old). Default 0.1."
+        ),
+    )
     broker_check_s: float = Field(
         5.0,
         gt=0,

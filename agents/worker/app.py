@@ -158,6 +158,7 @@ def build_app(
     *,
     publish_view: ViewSink | None = None,
     view_every_s: float = 0.5,
+    view_max_share: float = 0.1,
 ) -> faust.App:
     """A configured app with its agents; ``faust.Worker(app)`` runs it."""
     p = options.topic_prefix
@@ -313,7 +314,7 @@ def build_app(
         p + YIELD_ACKS: YieldAck,
         p + TICKS: Tick,
     }
-    pacer = ViewPacer(every_s=view_every_s)
+    pacer = ViewPacer(every_s=view_every_s, max_share=view_max_share)
 
     def observe(message: Input, outcome: Outcome) -> None:
         """The metrics of one step, read against the table before its writes."""
