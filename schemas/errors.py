@@ -90,7 +90,6 @@ def load_snapshot(text: str, source: str = "snapshot") -> Snapshot:
         version = data.get("version")
         if "version" in data and (isinstance(version, bool) or version != 1):
             raise InputError(
-                f"version: unsupported snapshot version {json.dumps(version)}; "
-                "this planner reads 1"
+                f"version: unsupported snapshot version {json.dumps(version)}; this planner reads 1"
             ) from None
         raise InputError(explain_validation_error(exc)) from None
