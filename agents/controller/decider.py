@@ -100,6 +100,7 @@ from gpuyield.agents.controller.records import (
     YieldRecord,
 )
 from gpuyield.agents.planner import plan
+from gpuyield.agents.planner.session import could_place_on_free_gpus
 from gpuyield.agents.planner.urgency import budget_risk
 from gpuyield.agents.policy.demands import DemandLedger, InFlight
 from gpuyield.agents.policy.livelock import Eviction, Incident, LivelockGuard
@@ -1200,10 +1201,14 @@ def _resume(s: _Step) -> None:
             s.view, views, view.name, s.now, s.config, held=held, parts=s.index.parts
         )
         s.snapshot_ok = True
-        result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
-        if result.feasible and not result.victims and result.placement:
-            _issue_resume(s, view, record, snapshot, result, guard)
-            return  # one resume per step: the next step sees its GPUs as nominated
+        # Only a plan without victims resumes the job: when the free GPUs cannot hold
+        # its pods, no plan can, and at 10,000 nodes the planner's second is saved on
+        # every message while a cluster stays full (the holds below still apply).
+        if could_place_on_free_gpus(snapshot, view.name):
+            result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
+            if result.feasible and not result.victims and result.placement:
+                _issue_resume(s, view, record, snapshot, result, guard)
+                return  # one resume per step: the next step sees its GPUs as nominated
         _capacity(s, view, record, snapshot)
         for node, gpus in cluster.hold_for(snapshot, view).items():
             held[node] = held.get(node, 0) + gpus

@@ -19,7 +19,7 @@ from gpuyield.agents.planner.weights import (
     lost_seconds_per_gpu,
     preemptor_weight,
 )
-from gpuyield.schemas import Job, PodPhase, Snapshot
+from gpuyield.schemas import Job, Pod, PodPhase, Snapshot
 
 
 class UnknownPreemptor(ValueError):
@@ -110,7 +110,7 @@ class PlanningSession:
                 [
                     ActivePod(p.name, p.node, p.gpus)
                     for p in j.pods
-                    if p.node is not None and p.phase not in _DONE
+                    if p.node is not None and p.phase not in _DONE  # holds_gpus, inline
                 ]
             )
             if not pods:
@@ -148,7 +148,7 @@ class PlanningSession:
                 buckets.setdefault(free[n.name], []).append(n.name)
         to_place: tuple[PodToPlace, ...] = ()
         if job is not None:
-            waiting = [p for p in job.pods if p.node is None and p.phase not in _DONE]
+            waiting = [p for p in job.pods if waits_for_node(p)]
             to_place = tuple(
                 PodToPlace(p.name, p.gpus) for p in sorted(waiting, key=lambda p: (-p.gpus, p.name))
             )
@@ -175,6 +175,40 @@ class PlanningSession:
 
 
 _DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+def holds_gpus(pod: Pod) -> bool:
+    """A pod on a node that has not finished: its GPUs are taken (contract, reading 4)."""
+    return pod.node is not None and pod.phase not in _DONE
+
+
+def waits_for_node(pod: Pod) -> bool:
+    """A pod of the preemptor the plan must place: no node yet, not finished."""
+    return pod.node is None and pod.phase not in _DONE
+
+
+def could_place_on_free_gpus(snapshot: Snapshot, job_name: str) -> bool:
+    """False when no plan for ``job_name`` can place its pods without evicting anyone.
+
+    A necessary condition only, cheap to test (one pass over the pods): the
+    free GPUs of the schedulable nodes must add up to what its waiting pods
+    need, and some node must have room for the largest. A caller that only
+    acts on a plan with no victim (the decider's resumes) may skip the
+    planner when this is False; the planner decides every other case.
+    """
+    job = snapshot.job(job_name)
+    if job is None:
+        return True  # the planner says what is wrong with the name
+    waiting = [p.gpus for p in job.pods if waits_for_node(p)]
+    if not waiting:
+        return True
+    held: dict[str, int] = {}
+    for other in snapshot.jobs:
+        for pod in other.pods:
+            if pod.node is not None and holds_gpus(pod):
+                held[pod.node] = held.get(pod.node, 0) + pod.gpus
+    free = [max(0, n.gpus - held.get(n.name, 0)) for n in snapshot.nodes if n.schedulable]
+    return sum(free) >= sum(waiting) and max(free, default=0) >= max(waiting)
 
 
 def _by_name(entry: tuple[str, Job, tuple[ActivePod, ...], int]) -> str:

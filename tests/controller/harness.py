@@ -11,6 +11,8 @@ from gpuyield.agents.controller import yields
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
 from gpuyield.agents.controller.records import YIELD, YieldRecord
+from gpuyield.agents.planner import plan
+from gpuyield.schemas import Plan, Snapshot
 from gpuyield.schemas.messages import (
     Alert,
     Decision,
@@ -33,10 +35,22 @@ class Controller:
     alerts: list[Alert] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     offset: int = 0
+    planned_for: list[str | None] = field(default_factory=list)
+    """The job each planner call made room for, in order."""
+
+    def planner(self, snapshot: Snapshot, preemptor: str | None = None, **options: Any) -> Plan:
+        self.planned_for.append(preemptor)
+        return plan(snapshot, preemptor, **options)
 
     def feed(self, message: Input, origin: str | None = None) -> Outcome:
         self.offset += 1
-        outcome = step(self.records, message, origin or f"in/0/{self.offset}", self.config)
+        outcome = step(
+            self.records,
+            message,
+            origin or f"in/0/{self.offset}",
+            self.config,
+            planner=self.planner,
+        )
         for key, value in outcome.writes.items():
             if value is None:
                 self.records.pop(key, None)

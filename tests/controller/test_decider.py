@@ -249,7 +249,8 @@ def test_an_older_progress_summary_does_not_overwrite_a_newer_one() -> None:
     assert c.records["progress/research/sweep-0"]["progress"] == 0.5
 
 
-def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -> None:
+def suspend_sweep_for_production() -> Controller:
+    """research/sweep-0 yields its two nodes to production and is suspended; production runs."""
     c = shared_pool()
     production_demand(c)
     ack(c, 0, NOW + 40, YieldOutcome.CHECKPOINTED)
@@ -293,6 +294,11 @@ def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -
     c.add(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 60)
     c.change(pod_group("ft-llama", namespace="prod", queue="production"), NOW + 60)
     assert not [cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]
+    return c
+
+
+def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -> None:
+    c = suspend_sweep_for_production()
     # Production finishes and leaves: the research job fits again, after its backoff.
     c.delete(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 3600)
     c.tick(NOW + 3601)
@@ -300,6 +306,21 @@ def test_a_suspended_job_resumes_when_it_fits_again_and_no_heavier_job_waits() -
     assert [r.job for r in resumes] == ["research/sweep-0"]
     c.tick(NOW + 3700)
     assert len([cmd for cmd in c.commands if cmd.action is CommandAction.RESUME]) == 1
+
+
+def test_a_suspended_job_the_free_gpus_cannot_hold_is_not_planned_for() -> None:
+    c = suspend_sweep_for_production()
+    # Production holds gpu-00 and the tick leaves one free 8-GPU node for a 16-GPU gang.
+    c.planned_for.clear()
+    c.tick(NOW + 3000)
+    assert "research/sweep-0" not in c.planned_for
+    # Production leaves: now the free GPUs could hold it, the planner is asked, it resumes.
+    c.delete(pod("ft-llama", 0, namespace="prod", priority=1000, node="gpu-00"), NOW + 3600)
+    c.tick(NOW + 3601)
+    assert "research/sweep-0" in c.planned_for
+    assert [cmd.job for cmd in c.commands if cmd.action is CommandAction.RESUME] == [
+        "research/sweep-0"
+    ]
 
 
 def test_an_object_the_controller_cannot_read_is_rejected_with_the_field_named() -> None:

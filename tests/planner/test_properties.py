@@ -15,6 +15,7 @@ from builders import a_job, a_node, a_snapshot
 from hypothesis import given, settings
 
 from gpuyield.agents.planner import UnknownPreemptor, plan
+from gpuyield.agents.planner.session import could_place_on_free_gpus
 from gpuyield.schemas import Job, Plan, Snapshot
 from planner import reference as ref
 from planner.strategies import Case, any_cases, examples
@@ -381,3 +382,24 @@ def test_without_any_pending_job_the_plan_has_no_preemptor_and_is_feasible() -> 
     assert result.action == "none"
     assert result.feasible
     assert result.victims == ()
+
+
+# --------------------------------------------------------------------------- the free-GPU pre-check
+
+
+@SOME
+@given(any_cases())
+def test_a_plan_without_victims_places_pods_only_where_the_free_gpus_could_hold_them(
+    case: Case,
+) -> None:
+    """``could_place_on_free_gpus`` is a necessary condition: the decider skips the
+    planner for resumes on its word, so it may never say no to a plan with no victim.
+
+    Checked on the case as drawn (a full cluster, mostly) and with every other
+    job gone (room everywhere, so plans without victims are common).
+    """
+    alone = tuple(j for j in case.snapshot.jobs if j.name == case.preemptor)
+    for snapshot in (case.snapshot, case.snapshot.model_copy(update={"jobs": alone})):
+        result = plan(snapshot, case.preemptor)
+        if result.feasible and not result.victims and result.placement:
+            assert could_place_on_free_gpus(snapshot, case.preemptor), context(snapshot, result)
