@@ -29,10 +29,11 @@ up from empty (the initial-transient bias of any queueing simulation).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
@@ -49,6 +50,7 @@ HOUR = 3600.0
 
 
 _ORDER = operator.attrgetter("order_key")
+_SUBMITTED = operator.attrgetter("submitted")
 
 
 class Event(IntEnum):
@@ -160,6 +162,11 @@ class Simulation:
         self.jobs: dict[str, SimJob] = {}
         self.order: list[SimJob] = []
         self._active: dict[str, SimJob] = {}  # submitted, neither Done nor Failed
+        # The active jobs in Volcano's job order, and those holding GPUs: what a cycle
+        # reads, kept as jobs come and go instead of sorting or scanning a backlog of
+        # thousands in every cycle.
+        self._queue: list[SimJob] = []
+        self._holders: dict[str, SimJob] = {}
         self.now = min([0.0, *(spec.submit_s for spec in jobs)])
         self._window_open = False
         self._running: list[SimJob] | None = None
@@ -239,14 +246,18 @@ class Simulation:
         return self._running if self._running is not None else self._running_now()
 
     def _running_now(self) -> list[SimJob]:
-        return [
-            job for job in self._active.values() if job.phase is Phase.RUNNING and not job.yielding
+        """Only a job holding GPUs can run (one whose last pod goes is Pending or Suspended)."""
+        running = [
+            job for job in self._holders.values() if job.phase is Phase.RUNNING and not job.yielding
         ]
+        running.sort(key=_SUBMITTED)
+        return running
 
     def _ended(self, job: SimJob) -> None:
         """Done or Failed: forget the job once its last pod has let go of its GPUs."""
-        if not job.holding():
-            self._active.pop(job.name, None)
+        if not job.holding() and self._active.pop(job.name, None) is not None:
+            queue = self._queue
+            del queue[bisect.bisect_left(queue, job.order_key, key=_ORDER)]
 
     def _touch(self, job: SimJob) -> None:
         if self.observer is not None:
@@ -338,10 +349,16 @@ class Simulation:
     # -- submissions, placement, release ------------------------------------------
 
     def _submit(self, spec: JobSpec) -> None:
-        job = SimJob(spec=spec, pods=[SimPod(i) for i in range(spec.pods)], last_update=self.now)
+        job = SimJob(
+            spec=spec,
+            pods=[SimPod(i) for i in range(spec.pods)],
+            last_update=self.now,
+            submitted=len(self.order),
+        )
         self.jobs[spec.name] = job
         self.order.append(job)
         self._active[spec.name] = job
+        bisect.insort(self._queue, job, key=_ORDER)
         self._touch(job)
         self._dirty()
 
@@ -357,6 +374,7 @@ class Simulation:
                 del self.cluster.reserved[node]
         pod.node = node
         job.unplaced -= 1
+        self._holders[job.name] = job
         self._touch(job)
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] += gpus
@@ -367,6 +385,8 @@ class Simulation:
         self.cluster.free[pod.node] += gpus
         pod.node = None
         job.unplaced += 1
+        if job.unplaced == len(job.pods):
+            del self._holders[job.name]
         if pod.releasing_until is not None:
             pod.releasing_until = None
             job.releasing -= 1
@@ -458,9 +478,22 @@ class Simulation:
 
     def schedulable(self) -> list[SimJob]:
         """Jobs that want pods, in Volcano's job order: priority, then submission."""
-        out = [job for job in self._active.values() if self._wants_pods(job)]
-        out.sort(key=_ORDER)
-        return out
+        return list(self._wanting())
+
+    def _wanting(self, frozen: dict[str, bool] | None = None) -> Iterator[SimJob]:
+        """``schedulable``, one job at a time, over the active jobs as they are now.
+
+        A cycle reads the backlog only as far as it gets: allocate stops once no
+        GPU is left, and preemption after a few attempts, where building the
+        whole list of thousands of waiting jobs first was most of a cycle.
+        Whether a job wants pods is read when it is reached, which is what the
+        whole list would have said: placing a job's pods changes no other job,
+        and ``frozen`` holds what the jobs an eviction changed wanted before it.
+        """
+        for job in list(self._queue):
+            wants = None if frozen is None else frozen.get(job.name)
+            if self._wants_pods(job) if wants is None else wants:
+                yield job
 
     def _wants_pods(self, job: SimJob) -> bool:
         """A pod to place, and none terminating (its job is not mid-eviction)."""
@@ -477,12 +510,13 @@ class Simulation:
                 # The preemptor did not take its nominated GPUs in time: free them for others.
                 self.cluster.release_reservations(name)
                 del self.reserved_until[name]
-        order = self.schedulable()
-        self._allocate(order)
+        self._allocate(self._wanting())
         rounds = attempts = 0
         self._running = self._running_now()
-        # Allocation only places pods, so the jobs still wanting pods keep this order.
-        for job in [j for j in order if self._wants_pods(j)]:
+        # Allocation only places pods, so the jobs still wanting pods keep this order;
+        # an eviction changes only its victims, whose wish before it is what counts.
+        frozen: dict[str, bool] = {}
+        for job in self._wanting(frozen):
             if rounds >= self.rounds_per_cycle or attempts >= 4 * self.rounds_per_cycle:
                 break
             if job.phase is Phase.RUNNING and not job.broken:
@@ -495,6 +529,9 @@ class Simulation:
             decision = self.policy.decide(self, job)
             if decision is None or not decision.victims:
                 continue
+            for name in decision.victims:
+                if name not in frozen:
+                    frozen[name] = self._wants_pods(self.jobs[name])
             self.execute(decision)
             self._running = self._running_now()
             rounds += 1
@@ -507,7 +544,7 @@ class Simulation:
             self._retry_at = self.now + self.scenario.cycle_s
             self._push(self._retry_at, Event.CYCLE, None)
 
-    def _allocate(self, order: list[SimJob]) -> None:
+    def _allocate(self, order: Iterable[SimJob]) -> None:
         """Volcano's allocate with backfill: every job in order, placed where its gang fits.
 
         A job that cannot fit is skipped on cheap bounds before any node is
