@@ -96,6 +96,16 @@ class PreemptionPolicy(Protocol):
         """
         ...
 
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Asked when ``may_decide`` says False: a time before which it stays False.
+
+        It may be early, never late, and holds only while nothing is decided for
+        ``job`` (-inf: no such time). Until then a cycle's preemption does not
+        look at ``job``, which is what the cycle would do after asking: a
+        backlog that is all held back then costs nothing per cycle.
+        """
+        ...
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         """Victims that make room for the starving ``job``, or None."""
         ...
@@ -167,6 +177,11 @@ class Simulation:
         # thousands in every cycle.
         self._queue: list[SimJob] = []
         self._holders: dict[str, SimJob] = {}
+        # The active jobs in job order but those the policy holds back (``held_until``),
+        # and when each of those is to be looked at again.
+        self._unheld: list[SimJob] = []
+        self._held: dict[str, float] = {}
+        self._held_heap: list[tuple[float, int, str]] = []
         self.now = min([0.0, *(spec.submit_s for spec in jobs)])
         self._window_open = False
         self._running: list[SimJob] | None = None
@@ -258,6 +273,9 @@ class Simulation:
         if not job.holding() and self._active.pop(job.name, None) is not None:
             queue = self._queue
             del queue[bisect.bisect_left(queue, job.order_key, key=_ORDER)]
+            if self._held.pop(job.name, None) is None:
+                unheld = self._unheld
+                del unheld[bisect.bisect_left(unheld, job.order_key, key=_ORDER)]
 
     def _touch(self, job: SimJob) -> None:
         if self.observer is not None:
@@ -359,6 +377,7 @@ class Simulation:
         self.order.append(job)
         self._active[spec.name] = job
         bisect.insort(self._queue, job, key=_ORDER)
+        bisect.insort(self._unheld, job, key=_ORDER)
         self._touch(job)
         self._dirty()
 
@@ -480,7 +499,9 @@ class Simulation:
         """Jobs that want pods, in Volcano's job order: priority, then submission."""
         return list(self._wanting())
 
-    def _wanting(self, frozen: dict[str, bool] | None = None) -> Iterator[SimJob]:
+    def _wanting(
+        self, frozen: dict[str, bool] | None = None, jobs: list[SimJob] | None = None
+    ) -> Iterator[SimJob]:
         """``schedulable``, one job at a time, over the active jobs as they are now.
 
         A cycle reads the backlog only as far as it gets: allocate stops once no
@@ -489,8 +510,9 @@ class Simulation:
         Whether a job wants pods is read when it is reached, which is what the
         whole list would have said: placing a job's pods changes no other job,
         and ``frozen`` holds what the jobs an eviction changed wanted before it.
+        ``jobs``: of these only (in job order; default: every active job).
         """
-        for job in list(self._queue):
+        for job in list(self._queue if jobs is None else jobs):
             wants = None if frozen is None else frozen.get(job.name)
             if self._wants_pods(job) if wants is None else wants:
                 yield job
@@ -516,7 +538,8 @@ class Simulation:
         # Allocation only places pods, so the jobs still wanting pods keep this order;
         # an eviction changes only its victims, whose wish before it is what counts.
         frozen: dict[str, bool] = {}
-        for job in self._wanting(frozen):
+        self._wake_held()
+        for job in self._wanting(frozen, self._unheld):
             if rounds >= self.rounds_per_cycle or attempts >= 4 * self.rounds_per_cycle:
                 break
             if job.phase is Phase.RUNNING and not job.broken:
@@ -524,6 +547,7 @@ class Simulation:
             if self.pipelined_until.get(job.name, -math.inf) > self.now:
                 continue  # its victims are still terminating
             if not self.policy.may_decide(self, job):
+                self._hold(job)
                 continue  # held back (cooldown, backoff): no attempt spent
             attempts += 1
             decision = self.policy.decide(self, job)
@@ -543,6 +567,24 @@ class Simulation:
         ):
             self._retry_at = self.now + self.scenario.cycle_s
             self._push(self._retry_at, Event.CYCLE, None)
+
+    def _hold(self, job: SimJob) -> None:
+        """Leave ``job`` out of preemption until the policy may decide for it again."""
+        until = self.policy.held_until(self, job)
+        if until > self.now:
+            unheld = self._unheld
+            del unheld[bisect.bisect_left(unheld, job.order_key, key=_ORDER)]
+            self._held[job.name] = until
+            heapq.heappush(self._held_heap, (until, job.submitted, job.name))
+
+    def _wake_held(self) -> None:
+        """Jobs whose hold is over are looked at again (the policy has the last word)."""
+        heap = self._held_heap
+        while heap and heap[0][0] <= self.now:
+            until, _, name = heapq.heappop(heap)
+            if self._held.get(name) == until:  # still held, by this hold
+                del self._held[name]
+                bisect.insort(self._unheld, self.jobs[name], key=_ORDER)
 
     def _allocate(self, order: Iterable[SimJob]) -> None:
         """Volcano's allocate with backfill: every job in order, placed where its gang fits.

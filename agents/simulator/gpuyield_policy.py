@@ -51,6 +51,10 @@ class GpuyieldPolicy:
         # A job with an SLA (its snapshot's sla_deadline) is retried every cycle.
         return self.ledger.may_plan(job.name, sim.now, sla=job.spec.sla_s is not None)
 
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Until the ledger's cooldown, backoff or round in flight for ``job`` may end."""
+        return self.ledger.held_until(job.name, sla=job.spec.sla_s is not None)
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if not self.may_decide(sim, job):
             return None

@@ -23,6 +23,8 @@ section 4.2):
 
 from __future__ import annotations
 
+import math
+
 from gpuyield.agents.simulator.engine import Decision, Simulation
 from gpuyield.agents.simulator.state import SimJob
 
@@ -45,6 +47,10 @@ class VolcanoGang:
     def may_decide(self, sim: Simulation, job: SimJob) -> bool:
         """Stock Volcano tries every starving job in every session."""
         return True
+
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Never held back."""
+        return -math.inf
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         return self._round(sim, job, reclaim=False) or self._round(sim, job, reclaim=True)

@@ -35,6 +35,7 @@ What is modelled, and where it comes from:
 
 from __future__ import annotations
 
+import math
 import random  # noqa: TID251 -- a seeded Random is passed in: Volcano's node order is map order
 
 from gpuyield.agents.simulator.engine import Decision, Simulation, volcano_victim_job
@@ -55,6 +56,10 @@ class VolcanoNative:
     def may_decide(self, sim: Simulation, job: SimJob) -> bool:
         """Stock Volcano tries every starving job in every session."""
         return True
+
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Never held back."""
+        return -math.inf
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         by_queue = self._by_queue(sim)
