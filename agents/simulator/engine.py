@@ -185,6 +185,7 @@ class Simulation:
         self.now = min([0.0, *(spec.submit_s for spec in jobs)])
         self._window_open = False
         self._running: list[SimJob] | None = None
+        self._floors: tuple[list[SimJob], dict[str, int]] | None = None
         self.tally = Tally(samples_queues={q.name: [] for q in scenario.queues})
         self.guard = LivelockGuard(
             window_s=scenario.policy.eviction_window_s,
@@ -259,6 +260,22 @@ class Simulation:
         asks for it and only ``execute`` changes it; computed afresh elsewhere.
         """
         return self._running if self._running is not None else self._running_now()
+
+    def lowest_running_priority(self, queue: str) -> int | None:
+        """The lowest job priority running in ``queue`` (None: none runs there).
+
+        Once per list ``running`` hands out: a policy asks it for each starving
+        job of a backlog, where a pass over the running jobs each time was the cost.
+        """
+        running = self.running()
+        if self._floors is None or self._floors[0] is not running:
+            floors: dict[str, int] = {}
+            for job in running:
+                name, priority = job.spec.queue, job.spec.priority
+                if name not in floors or priority < floors[name]:
+                    floors[name] = priority
+            self._floors = (running, floors)
+        return self._floors[1].get(queue)
 
     def _running_now(self) -> list[SimJob]:
         """Only a job holding GPUs can run (one whose last pod goes is Pending or Suspended)."""
@@ -453,7 +470,7 @@ class Simulation:
         if not waiting:
             return False
         gpus = job.spec.gpus_per_pod
-        need = max(0, job.spec.min_available - len(job.placed()))
+        need = max(0, job.spec.min_available - job.placed_count())
         chosen = place(
             self.cluster.free,
             [gpus] * len(waiting),
@@ -617,7 +634,7 @@ class Simulation:
                 self._ahead_of(job, top_in_queue, top_reclaiming),
             ):
                 continue
-            need = max(0, spec.min_available - len(job.placed())) * spec.gpus_per_pod
+            need = max(0, spec.min_available - job.placed_count()) * spec.gpus_per_pod
             room = rooms.get(spec.queue)
             if room is None:
                 room = rooms[spec.queue] = self.capability_room(spec.queue)

@@ -103,7 +103,8 @@ def no_victim_possible(sim: Simulation, job: SimJob) -> bool:
     weight = float(spec.priority)
     if job.phase is Phase.SUSPENDED:  # its snapshot state; run hours count only when running
         weight += policy.beta * job.progress() ** 2
-    if any(o.spec.queue == spec.queue and o.spec.priority < weight for o in sim.running()):
-        return False
+    lightest = sim.lowest_running_priority(spec.queue)
+    if lightest is not None and lightest < weight:
+        return False  # something running in its own queue weighs less
     need = len(job.waiting()) * spec.gpus_per_pod
     return sim.queue_used[spec.queue] + need > sim.tree.guarantee(spec.queue)

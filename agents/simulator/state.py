@@ -71,6 +71,10 @@ class SimJob:
         """Pods that hold GPUs and are not terminating."""
         return [p for p in self.pods if p.node is not None and p.releasing_until is None]
 
+    def placed_count(self) -> int:
+        """``len(placed())`` from the engine's counters: a terminating pod still holds its node."""
+        return len(self.pods) - self.unplaced - self.releasing
+
     def holding(self) -> list[SimPod]:
         """Pods that hold GPUs, terminating ones included."""
         return [p for p in self.pods if p.node is not None]

@@ -307,3 +307,32 @@ def test_a_held_back_job_is_looked_at_again_only_when_its_hold_ends() -> None:
     jobs = [research_gang(restart_job=False, pods=1), production("prod", 60.0)]
     Simulation(scenario, jobs, policy).run()
     assert policy.asked["prod"] == [60.0 + k * HOUR for k in range(5)]
+
+
+class CountsAgreeWithPods:
+    """An observer checking, at every instant of a run, what the engine keeps as counters."""
+
+    def __init__(self) -> None:
+        self.instants = 0
+
+    def advance(self, sim: Simulation, t: float) -> None:
+        self.instants += 1
+        for job in sim.active():
+            assert job.placed_count() == len(job.placed()), job.name
+        running = sim.running()
+        for queue in sim.queue_used:
+            priorities = [j.spec.priority for j in running if j.spec.queue == queue]
+            assert sim.lowest_running_priority(queue) == min(priorities, default=None)
+        sim.touched.clear()
+
+    def finish(self, sim: Simulation) -> None:
+        """Nothing to add once the run is over."""
+
+
+@pytest.mark.parametrize("policy", ["volcano-native", "volcano-gang", "gpuyield"])
+def test_the_engines_counters_agree_with_the_pods_throughout_a_busy_run(policy: str) -> None:
+    scenario = default_scenario().model_copy(update={"days": 0.5, "nodes": 8})
+    jobs = generate(scenario, random.Random(scenario.seed))
+    observer = CountsAgreeWithPods()
+    run_policy(scenario, jobs, policy, observer=observer)
+    assert observer.instants > 100
