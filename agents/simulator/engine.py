@@ -261,6 +261,17 @@ class Simulation:
         """
         return self._running if self._running is not None else self._running_now()
 
+    def holding_or(self, job: SimJob) -> list[SimJob]:
+        """The jobs holding GPUs, and ``job``, in submission order (``active``'s order).
+
+        Only they can be in a snapshot: a pass over every active job for each
+        one was a pass over the backlog.
+        """
+        jobs = sorted(self._holders.values(), key=_SUBMITTED)
+        if job.name not in self._holders:
+            bisect.insort(jobs, job, key=_SUBMITTED)
+        return jobs
+
     def lowest_running_priority(self, queue: str) -> int | None:
         """The lowest job priority running in ``queue`` (None: none runs there).
 
