@@ -310,15 +310,18 @@ def test_a_held_back_job_is_looked_at_again_only_when_its_hold_ends() -> None:
 
 
 class CountsAgreeWithPods:
-    """An observer checking, at every instant of a run, what the engine keeps as counters."""
+    """An observer checking, at every instant of a run, what the engine keeps on the side."""
 
     def __init__(self) -> None:
         self.instants = 0
 
     def advance(self, sim: Simulation, t: float) -> None:
         self.instants += 1
-        for job in sim.active():
+        active = sim.active()
+        for job in active:
             assert job.placed_count() == len(job.placed()), job.name
+        for job in active[:3]:  # a snapshot's members: what holds GPUs, and its preemptor
+            assert sim.holding_or(job) == [j for j in active if j is job or j.holding()]
         running = sim.running()
         for queue in sim.queue_used:
             priorities = [j.spec.priority for j in running if j.spec.queue == queue]
