@@ -89,7 +89,8 @@ def run_side_by_side(
             )
             for policy in policies
         }
-    context = multiprocessing.get_context()
+    # Fresh interpreters, not forks: the caller may run threads (a progress bar's).
+    context = multiprocessing.get_context("spawn")
     channel: multiprocessing.Queue[tuple[str, float]] = context.Queue()
     with ProcessPoolExecutor(
         max_workers=min(workers, len(policies)),
