@@ -47,6 +47,7 @@ from gpuyield.schemas.messages import JobProgress, KubeEvent
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 from gpuyield.service_io import traced_settings_or_fail
+from gpuyield.simulate_pool import default_workers, run_side_by_side
 from gpuyield.streams.archive import Archive, ArchiveWriter
 from gpuyield.streams.settings import knob_error_line
 from gpuyield.streams.topics import JOB_PROGRESS, KUBE_EVENTS, registry
@@ -124,6 +125,15 @@ def simulate_command(
         float | None,
         typer.Option(min=0.1, help="With --archive: the workers' tick period (default 60)."),
     ] = None,
+    parallel: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Policies simulated at once, each in its own process (default: the CPUs); "
+            "1 runs them one after another. The figures are the same either way. "
+            "With --archive they run one after another.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate a GPU cluster under gpuyield and stock Volcano preemption, same workload."""
     names = [p.strip() for p in policies.split(",") if p.strip()]
@@ -168,22 +178,39 @@ def simulate_command(
         console=console,
         disable=as_json or not console.is_terminal,
     ) as progress:
-        for name in names:
-            task = progress.add_task(name, total=1.0, days=chosen.days)
+        workers = default_workers() if parallel is None else parallel
+        if not logs and workers > 1 and len(names) > 1:
+            tasks = {name: progress.add_task(name, total=1.0, days=chosen.days) for name in names}
 
-            def advance(done: float, task: TaskID = task) -> None:
-                progress.update(task, completed=done)
+            def told(name: str, done: float) -> None:
+                progress.update(tasks[name], completed=done)
 
-            log = logs.get(name)
-            try:
-                results[name] = run_policy(
-                    chosen, jobs, name, advance, config=knobs, observer=log.events if log else None
-                )
-            finally:
-                if log is not None:
-                    log.close()
-            if log is not None and not as_json:
-                sys.stderr.write(f"{log.summary()}\n")
+            runs = run_side_by_side(
+                chosen, jobs, names, config=knobs, workers=workers, on_progress=told
+            )
+            results = {name: result for name, (result, _, _) in runs.items()}
+        else:
+            for name in names:
+                task = progress.add_task(name, total=1.0, days=chosen.days)
+
+                def advance(done: float, task: TaskID = task) -> None:
+                    progress.update(task, completed=done)
+
+                log = logs.get(name)
+                try:
+                    results[name] = run_policy(
+                        chosen,
+                        jobs,
+                        name,
+                        advance,
+                        config=knobs,
+                        observer=log.events if log else None,
+                    )
+                finally:
+                    if log is not None:
+                        log.close()
+                if log is not None and not as_json:
+                    sys.stderr.write(f"{log.summary()}\n")
     if report is not None:
         try:
             written = write_report(report, chosen, results)

@@ -25,6 +25,7 @@ victims' pods leave would evict twice for one shortage.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
@@ -51,6 +52,20 @@ class DemandLedger:
             return False
         last = self.last_round.get(preemptor)
         return last is None or now - last >= self.retry_after(preemptor, sla=sla)
+
+    def held_until(self, preemptor: str, *, sla: bool = False) -> float:
+        """A time before which ``may_plan`` stays False while ``preemptor``'s entries stay
+        as they are (-inf: none). Its retry delay is counted a millionth short, so that
+        no rounding of ``last + delay`` makes it late; ``may_plan`` has the last word."""
+        until = -math.inf
+        flight = self.in_flight.get(preemptor)
+        if flight is not None and flight.victims:
+            until = flight.deadline
+        last = self.last_round.get(preemptor)
+        if last is not None:
+            delay = self.retry_after(preemptor, sla=sla)
+            until = max(until, last + delay - 1e-6 * (abs(last) + abs(delay) + 1.0))
+        return until
 
     def retry_after(self, preemptor: str, *, sla: bool = False) -> float:
         """Seconds after its last round before ``preemptor`` (``sla``: with an SLA) may be

@@ -29,10 +29,11 @@ up from empty (the initial-transient bias of any queueing simulation).
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Protocol
@@ -49,6 +50,7 @@ HOUR = 3600.0
 
 
 _ORDER = operator.attrgetter("order_key")
+_SUBMITTED = operator.attrgetter("submitted")
 
 
 class Event(IntEnum):
@@ -91,6 +93,16 @@ class PreemptionPolicy(Protocol):
         backoffs): it costs nothing, so it does not count against the
         cycle's attempts, and the jobs behind it in a backlog get theirs.
         Stock Volcano tries every starving job in every session.
+        """
+        ...
+
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Asked when ``may_decide`` says False: a time before which it stays False.
+
+        It may be early, never late, and holds only while nothing is decided for
+        ``job`` (-inf: no such time). Until then a cycle's preemption does not
+        look at ``job``, which is what the cycle would do after asking: a
+        backlog that is all held back then costs nothing per cycle.
         """
         ...
 
@@ -160,9 +172,20 @@ class Simulation:
         self.jobs: dict[str, SimJob] = {}
         self.order: list[SimJob] = []
         self._active: dict[str, SimJob] = {}  # submitted, neither Done nor Failed
+        # The active jobs in Volcano's job order, and those holding GPUs: what a cycle
+        # reads, kept as jobs come and go instead of sorting or scanning a backlog of
+        # thousands in every cycle.
+        self._queue: list[SimJob] = []
+        self._holders: dict[str, SimJob] = {}
+        # The active jobs in job order but those the policy holds back (``held_until``),
+        # and when each of those is to be looked at again.
+        self._unheld: list[SimJob] = []
+        self._held: dict[str, float] = {}
+        self._held_heap: list[tuple[float, int, str]] = []
         self.now = min([0.0, *(spec.submit_s for spec in jobs)])
         self._window_open = False
         self._running: list[SimJob] | None = None
+        self._floors: tuple[list[SimJob], dict[str, int]] | None = None
         self.tally = Tally(samples_queues={q.name: [] for q in scenario.queues})
         self.guard = LivelockGuard(
             window_s=scenario.policy.eviction_window_s,
@@ -238,15 +261,49 @@ class Simulation:
         """
         return self._running if self._running is not None else self._running_now()
 
+    def holding_or(self, job: SimJob) -> list[SimJob]:
+        """The jobs holding GPUs, and ``job``, in submission order (``active``'s order).
+
+        Only they can be in a snapshot: a pass over every active job for each
+        one was a pass over the backlog.
+        """
+        jobs = sorted(self._holders.values(), key=_SUBMITTED)
+        if job.name not in self._holders:
+            bisect.insort(jobs, job, key=_SUBMITTED)
+        return jobs
+
+    def lowest_running_priority(self, queue: str) -> int | None:
+        """The lowest job priority running in ``queue`` (None: none runs there).
+
+        Once per list ``running`` hands out: a policy asks it for each starving
+        job of a backlog, where a pass over the running jobs each time was the cost.
+        """
+        running = self.running()
+        if self._floors is None or self._floors[0] is not running:
+            floors: dict[str, int] = {}
+            for job in running:
+                name, priority = job.spec.queue, job.spec.priority
+                if name not in floors or priority < floors[name]:
+                    floors[name] = priority
+            self._floors = (running, floors)
+        return self._floors[1].get(queue)
+
     def _running_now(self) -> list[SimJob]:
-        return [
-            job for job in self._active.values() if job.phase is Phase.RUNNING and not job.yielding
+        """Only a job holding GPUs can run (one whose last pod goes is Pending or Suspended)."""
+        running = [
+            job for job in self._holders.values() if job.phase is Phase.RUNNING and not job.yielding
         ]
+        running.sort(key=_SUBMITTED)
+        return running
 
     def _ended(self, job: SimJob) -> None:
         """Done or Failed: forget the job once its last pod has let go of its GPUs."""
-        if not job.holding():
-            self._active.pop(job.name, None)
+        if not job.holding() and self._active.pop(job.name, None) is not None:
+            queue = self._queue
+            del queue[bisect.bisect_left(queue, job.order_key, key=_ORDER)]
+            if self._held.pop(job.name, None) is None:
+                unheld = self._unheld
+                del unheld[bisect.bisect_left(unheld, job.order_key, key=_ORDER)]
 
     def _touch(self, job: SimJob) -> None:
         if self.observer is not None:
@@ -338,10 +395,17 @@ class Simulation:
     # -- submissions, placement, release ------------------------------------------
 
     def _submit(self, spec: JobSpec) -> None:
-        job = SimJob(spec=spec, pods=[SimPod(i) for i in range(spec.pods)], last_update=self.now)
+        job = SimJob(
+            spec=spec,
+            pods=[SimPod(i) for i in range(spec.pods)],
+            last_update=self.now,
+            submitted=len(self.order),
+        )
         self.jobs[spec.name] = job
         self.order.append(job)
         self._active[spec.name] = job
+        bisect.insort(self._queue, job, key=_ORDER)
+        bisect.insort(self._unheld, job, key=_ORDER)
         self._touch(job)
         self._dirty()
 
@@ -357,6 +421,7 @@ class Simulation:
                 del self.cluster.reserved[node]
         pod.node = node
         job.unplaced -= 1
+        self._holders[job.name] = job
         self._touch(job)
         for queue in self.tree.ancestors[job.spec.queue]:
             self.queue_used[queue] += gpus
@@ -367,6 +432,8 @@ class Simulation:
         self.cluster.free[pod.node] += gpus
         pod.node = None
         job.unplaced += 1
+        if job.unplaced == len(job.pods):
+            del self._holders[job.name]
         if pod.releasing_until is not None:
             pod.releasing_until = None
             job.releasing -= 1
@@ -414,7 +481,7 @@ class Simulation:
         if not waiting:
             return False
         gpus = job.spec.gpus_per_pod
-        need = max(0, job.spec.min_available - len(job.placed()))
+        need = max(0, job.spec.min_available - job.placed_count())
         chosen = place(
             self.cluster.free,
             [gpus] * len(waiting),
@@ -458,9 +525,25 @@ class Simulation:
 
     def schedulable(self) -> list[SimJob]:
         """Jobs that want pods, in Volcano's job order: priority, then submission."""
-        out = [job for job in self._active.values() if self._wants_pods(job)]
-        out.sort(key=_ORDER)
-        return out
+        return list(self._wanting())
+
+    def _wanting(
+        self, frozen: dict[str, bool] | None = None, jobs: list[SimJob] | None = None
+    ) -> Iterator[SimJob]:
+        """``schedulable``, one job at a time, over the active jobs as they are now.
+
+        A cycle reads the backlog only as far as it gets: allocate stops once no
+        GPU is left, and preemption after a few attempts, where building the
+        whole list of thousands of waiting jobs first was most of a cycle.
+        Whether a job wants pods is read when it is reached, which is what the
+        whole list would have said: placing a job's pods changes no other job,
+        and ``frozen`` holds what the jobs an eviction changed wanted before it.
+        ``jobs``: of these only (in job order; default: every active job).
+        """
+        for job in list(self._queue if jobs is None else jobs):
+            wants = None if frozen is None else frozen.get(job.name)
+            if self._wants_pods(job) if wants is None else wants:
+                yield job
 
     def _wants_pods(self, job: SimJob) -> bool:
         """A pod to place, and none terminating (its job is not mid-eviction)."""
@@ -477,12 +560,14 @@ class Simulation:
                 # The preemptor did not take its nominated GPUs in time: free them for others.
                 self.cluster.release_reservations(name)
                 del self.reserved_until[name]
-        order = self.schedulable()
-        self._allocate(order)
+        self._allocate(self._wanting())
         rounds = attempts = 0
         self._running = self._running_now()
-        # Allocation only places pods, so the jobs still wanting pods keep this order.
-        for job in [j for j in order if self._wants_pods(j)]:
+        # Allocation only places pods, so the jobs still wanting pods keep this order;
+        # an eviction changes only its victims, whose wish before it is what counts.
+        frozen: dict[str, bool] = {}
+        self._wake_held()
+        for job in self._wanting(frozen, self._unheld):
             if rounds >= self.rounds_per_cycle or attempts >= 4 * self.rounds_per_cycle:
                 break
             if job.phase is Phase.RUNNING and not job.broken:
@@ -490,11 +575,15 @@ class Simulation:
             if self.pipelined_until.get(job.name, -math.inf) > self.now:
                 continue  # its victims are still terminating
             if not self.policy.may_decide(self, job):
+                self._hold(job)
                 continue  # held back (cooldown, backoff): no attempt spent
             attempts += 1
             decision = self.policy.decide(self, job)
             if decision is None or not decision.victims:
                 continue
+            for name in decision.victims:
+                if name not in frozen:
+                    frozen[name] = self._wants_pods(self.jobs[name])
             self.execute(decision)
             self._running = self._running_now()
             rounds += 1
@@ -507,7 +596,25 @@ class Simulation:
             self._retry_at = self.now + self.scenario.cycle_s
             self._push(self._retry_at, Event.CYCLE, None)
 
-    def _allocate(self, order: list[SimJob]) -> None:
+    def _hold(self, job: SimJob) -> None:
+        """Leave ``job`` out of preemption until the policy may decide for it again."""
+        until = self.policy.held_until(self, job)
+        if until > self.now:
+            unheld = self._unheld
+            del unheld[bisect.bisect_left(unheld, job.order_key, key=_ORDER)]
+            self._held[job.name] = until
+            heapq.heappush(self._held_heap, (until, job.submitted, job.name))
+
+    def _wake_held(self) -> None:
+        """Jobs whose hold is over are looked at again (the policy has the last word)."""
+        heap = self._held_heap
+        while heap and heap[0][0] <= self.now:
+            until, _, name = heapq.heappop(heap)
+            if self._held.get(name) == until:  # still held, by this hold
+                del self._held[name]
+                bisect.insort(self._unheld, self.jobs[name], key=_ORDER)
+
+    def _allocate(self, order: Iterable[SimJob]) -> None:
         """Volcano's allocate with backfill: every job in order, placed where its gang fits.
 
         A job that cannot fit is skipped on cheap bounds before any node is
@@ -538,7 +645,7 @@ class Simulation:
                 self._ahead_of(job, top_in_queue, top_reclaiming),
             ):
                 continue
-            need = max(0, spec.min_available - len(job.placed())) * spec.gpus_per_pod
+            need = max(0, spec.min_available - job.placed_count()) * spec.gpus_per_pod
             room = rooms.get(spec.queue)
             if room is None:
                 room = rooms[spec.queue] = self.capability_room(spec.queue)

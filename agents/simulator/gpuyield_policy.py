@@ -51,6 +51,10 @@ class GpuyieldPolicy:
         # A job with an SLA (its snapshot's sla_deadline) is retried every cycle.
         return self.ledger.may_plan(job.name, sim.now, sla=job.spec.sla_s is not None)
 
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Until the ledger's cooldown, backoff or round in flight for ``job`` may end."""
+        return self.ledger.held_until(job.name, sla=job.spec.sla_s is not None)
+
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if not self.may_decide(sim, job):
             return None
@@ -99,7 +103,8 @@ def no_victim_possible(sim: Simulation, job: SimJob) -> bool:
     weight = float(spec.priority)
     if job.phase is Phase.SUSPENDED:  # its snapshot state; run hours count only when running
         weight += policy.beta * job.progress() ** 2
-    if any(o.spec.queue == spec.queue and o.spec.priority < weight for o in sim.running()):
-        return False
+    lightest = sim.lowest_running_priority(spec.queue)
+    if lightest is not None and lightest < weight:
+        return False  # something running in its own queue weighs less
     need = len(job.waiting()) * spec.gpus_per_pod
     return sim.queue_used[spec.queue] + need > sim.tree.guarantee(spec.queue)

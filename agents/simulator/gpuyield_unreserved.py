@@ -26,6 +26,7 @@ columns are what a deployment chooses between.
 
 from __future__ import annotations
 
+import math
 import random  # noqa: TID251 -- a seeded Random is passed in, for Volcano's node order
 from dataclasses import replace
 
@@ -48,6 +49,10 @@ class GpuyieldUnreserved:
     def may_decide(self, sim: Simulation, job: SimJob) -> bool:
         """Volcano's actions try every starving job (gpuyield's ledger only holds its own)."""
         return True
+
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        """Never held back."""
+        return -math.inf
 
     def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
         if job.phase is not Phase.SUSPENDED:

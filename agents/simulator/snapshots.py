@@ -34,7 +34,9 @@ def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
     """Nodes, queues and every job holding GPUs, plus the preemptor with its waiting pods."""
     now = EPOCH + sim.now
     jobs = []
-    for job in sim.active():
+    # Every other active job holds nothing, and would be left out below.
+    members = sim.holding_or(preemptor)
+    for job in members:
         if job is preemptor:
             jobs.append(_job(sim, job, now, preemptor=True))
         elif job.yielding or job.phase in (Phase.DONE, Phase.FAILED) or job.releasing:
@@ -66,7 +68,7 @@ def snapshot_for(sim: Simulation, preemptor: SimJob) -> Snapshot:
     # GPUs nominated for another preemptor are not free for this one: they come
     # out of what terminating pods will free first, then out of the free GPUs.
     terminating_gpus: dict[int, int] = {}
-    for job in sim.active():
+    for job in members:
         for p in job.pods:
             if p.releasing_until is not None and p.node is not None:
                 terminating_gpus[p.node] = terminating_gpus.get(p.node, 0) + job.spec.gpus_per_pod

@@ -55,6 +55,7 @@ class SimJob:
     unplaced: int = -1  # pods without a node (the engine keeps it; -1: all of them)
     releasing: int = 0  # pods terminating (the engine keeps it)
     order_key: tuple[int, float, str] = (0, 0.0, "")  # Volcano's job order (set from the spec)
+    submitted: int = 0  # position in the order of submission (the engine sets it)
 
     def __post_init__(self) -> None:
         self.order_key = (-self.spec.priority, self.spec.submit_s, self.spec.name)
@@ -69,6 +70,10 @@ class SimJob:
     def placed(self) -> list[SimPod]:
         """Pods that hold GPUs and are not terminating."""
         return [p for p in self.pods if p.node is not None and p.releasing_until is None]
+
+    def placed_count(self) -> int:
+        """``len(placed())`` from the engine's counters: a terminating pod still holds its node."""
+        return len(self.pods) - self.unplaced - self.releasing
 
     def holding(self) -> list[SimPod]:
         """Pods that hold GPUs, terminating ones included."""

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from gpuyield.agents.policy.demands import DemandLedger
 
 
@@ -91,3 +94,51 @@ def test_a_demand_with_an_sla_skips_the_cooldown_and_the_backoff() -> None:
 def test_a_demand_with_an_sla_still_waits_for_its_round_in_flight() -> None:
     ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
     assert not ledger.may_plan("ft", 60.0, sla=True)
+
+
+def test_a_demand_is_held_until_its_backoff_ends_and_no_later() -> None:
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0)
+    for k in range(3):
+        ledger = ledger.tried("ft", 1000.0 * k)
+    until = ledger.held_until("ft")  # three failures in a row: 1200 s after the last round
+    assert not ledger.may_plan("ft", until - 1.0)
+    assert until <= 3200.0
+    assert ledger.may_plan("ft", 3200.0)
+
+
+def test_a_round_in_flight_holds_a_demand_until_its_deadline() -> None:
+    ledger = DemandLedger(cooldown_s=0.0).decided("ft", frozenset({"a"}), 0.0, 120.0)
+    assert ledger.held_until("ft") == 120.0
+    assert not ledger.may_plan("ft", 119.0)
+
+
+def test_a_new_demand_is_not_held() -> None:
+    assert DemandLedger().held_until("ft") == float("-inf")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.floats(min_value=0.0, max_value=1e7)), min_size=1, max_size=8
+    ),
+    st.floats(min_value=0.0, max_value=1e7),
+    st.booleans(),
+)
+def test_may_plan_says_no_before_the_held_until_time(
+    rounds: list[tuple[bool, float]], later: float, sla: bool
+) -> None:
+    """Whatever the rounds (found a plan or not) and whenever it asks before the hold ends."""
+    ledger = DemandLedger(cooldown_s=300.0, backoff_max_s=1800.0, sla_retry_s=60.0)
+    now = 0.0
+    for decided, step in rounds:
+        now += step
+        if decided:
+            ledger = ledger.decided("ft", frozenset({"a"}), now, now + 120.0)
+        else:
+            ledger = ledger.tried("ft", now)
+    until = ledger.held_until("ft", sla=sla)
+    asked = min(now + later, until)
+    if asked < until:
+        assert not ledger.may_plan("ft", asked, sla=sla)
+    # Never late by more than its margin (a millionth of the times): just after, it may plan.
+    assert ledger.may_plan("ft", until + 1e-5 * (abs(until) + 1.0), sla=sla)

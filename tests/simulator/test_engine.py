@@ -9,8 +9,10 @@ import pytest
 
 from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
 from gpuyield.agents.simulator.defaults import default_scenario
+from gpuyield.agents.simulator.engine import Decision
 from gpuyield.agents.simulator.jobs import JobKind, JobSpec
 from gpuyield.agents.simulator.metrics import measure
+from gpuyield.agents.simulator.state import SimJob
 from gpuyield.agents.simulator.workload import generate
 from gpuyield.schemas import Policy, Queue
 from gpuyield.schemas.scenario import Scenario
@@ -273,3 +275,67 @@ def test_a_backlog_that_may_not_reclaim_does_not_hold_a_resume_back() -> None:
     assert sim.jobs["big"].first_started_at is None
     assert lab.started_at is not None
     assert 1.5 * HOUR <= lab.started_at <= 1.5 * HOUR + 2 * 60
+
+
+class HoldsForAnHour:
+    """A policy that never decides and holds every starving job back for an hour."""
+
+    name = "holds-for-an-hour"
+    graceful = False
+
+    def __init__(self) -> None:
+        self.asked: dict[str, list[float]] = {}
+
+    def may_decide(self, sim: Simulation, job: SimJob) -> bool:
+        self.asked.setdefault(job.name, []).append(sim.now)
+        return False
+
+    def held_until(self, sim: Simulation, job: SimJob) -> float:
+        return self.asked[job.name][-1] + HOUR
+
+    def decide(self, sim: Simulation, job: SimJob) -> Decision | None:
+        raise AssertionError("never asked: may_decide said no")
+
+    def executed(self, sim: Simulation, decision: Decision) -> None:
+        raise AssertionError("nothing decided")
+
+
+def test_a_held_back_job_is_looked_at_again_only_when_its_hold_ends() -> None:
+    """A full cluster, a production job starving through dozens of cycles (a retry a minute)."""
+    scenario = two_queue_cluster(nodes=1, days=0.2)
+    policy = HoldsForAnHour()
+    jobs = [research_gang(restart_job=False, pods=1), production("prod", 60.0)]
+    Simulation(scenario, jobs, policy).run()
+    assert policy.asked["prod"] == [60.0 + k * HOUR for k in range(5)]
+
+
+class CountsAgreeWithPods:
+    """An observer checking, at every instant of a run, what the engine keeps on the side."""
+
+    def __init__(self) -> None:
+        self.instants = 0
+
+    def advance(self, sim: Simulation, t: float) -> None:
+        self.instants += 1
+        active = sim.active()
+        for job in active:
+            assert job.placed_count() == len(job.placed()), job.name
+        for job in active[:3]:  # a snapshot's members: what holds GPUs, and its preemptor
+            assert sim.holding_or(job) == [j for j in active if j is job or j.holding()]
+        running = sim.running()
+        for queue in sim.queue_used:
+            priorities = [j.spec.priority for j in running if j.spec.queue == queue]
+            assert sim.lowest_running_priority(queue) == min(priorities, default=None)
+        sim.touched.clear()
+
+    def finish(self, sim: Simulation) -> None:
+        """Nothing to add once the run is over."""
+
+
+@pytest.mark.parametrize("policy", ["volcano-native", "volcano-gang", "gpuyield"])
+def test_the_engines_counters_agree_with_the_pods_throughout_a_busy_run(policy: str) -> None:
+    scenario = default_scenario().model_copy(update={"days": 0.5, "nodes": 8})
+    jobs = generate(scenario, random.Random(scenario.seed))
+    observer = CountsAgreeWithPods()
+    run_policy(scenario, jobs, policy, observer=observer)
+    assert observer.instants > 100

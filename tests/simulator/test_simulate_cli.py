@@ -65,3 +65,23 @@ def test_the_default_comparison_leaves_the_ablation_out(tmp_path: Path) -> None:
     )
     assert code == 0, err
     assert list(json.loads(out)["policies"]) == ["volcano-native", "volcano-gang", "gpuyield"]
+
+
+def test_policies_run_side_by_side_give_the_figures_of_a_run_one_after_another() -> None:
+    """A busy day of the default scenario (evictions, restarts, yields) in worker processes."""
+    policies = "volcano-native,volcano-gang,gpuyield"
+    runs = [
+        CliRunner().invoke(
+            app,
+            ["simulate", "--days", "1", "--policies", policies, "--json", "--parallel", workers],
+            catch_exceptions=False,
+        )
+        for workers in ("1", "3")
+    ]
+    serial, parallel = runs
+    assert serial.exit_code == 0, serial.stderr
+    assert parallel.exit_code == 0, parallel.stderr
+    figures = json.loads(parallel.stdout)["policies"]
+    assert list(figures) == policies.split(",")
+    assert figures["volcano-native"]["evictions"] > 0
+    assert parallel.stdout == serial.stdout
