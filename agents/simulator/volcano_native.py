@@ -110,7 +110,8 @@ class VolcanoNative:
             deserved = sim.tree.guarantee(spec.queue)
             if sim.queue_used[spec.queue] + need * gpus > deserved:
                 return None  # proportion's Preemptive: the queue would exceed its deserved share
-        nodes = shuffled_range(self.rng, len(sim.cluster.free))
+        nodes = list(range(len(sim.cluster.free)))
+        self.rng.shuffle(nodes)
         # Only the pods of jobs this action may take from are ever victims (``_victims``
         # filters by the same test): with none, nothing is evicted and nothing commits.
         by_node: dict[int, list[tuple[SimJob, SimPod]]] = {}
@@ -190,24 +191,3 @@ def _reclaim_tiers(
         for job, pod in pods
         if sim.queue_used[job.spec.queue] > sim.tree.guarantee(job.spec.queue)
     ]
-
-
-def shuffled_range(rng: random.Random, n: int) -> list[int]:
-    """``list(range(n))`` after ``rng.shuffle``, drawing the same bits from ``rng``.
-
-    Every preempt and reclaim round shuffles the nodes, thousands of times a
-    cycle in a backlog, and ``shuffle`` spends most of its time calling
-    ``_randbelow`` once per node: this is CPython's shuffle (Fisher-Yates,
-    each index by rejection sampling on ``getrandbits``) with the call inlined.
-    ``tests/simulator/test_node_order.py`` holds it to ``random.shuffle``.
-    """
-    nodes = list(range(n))
-    getrandbits = rng.getrandbits
-    for i in range(n - 1, 0, -1):
-        below = i + 1
-        bits = below.bit_length()
-        j = getrandbits(bits)
-        while j >= below:
-            j = getrandbits(bits)
-        nodes[i], nodes[j] = nodes[j], nodes[i]
-    return nodes
