@@ -40,9 +40,9 @@ def broker_command(
             broker.start()
             # Every topic, the worker's changelogs included: a client that meets a
             # missing topic makes Tansu create it with 4 partitions.
-            specs = registry(settings.topic_partitions, prefix=settings.topic_prefix) + changelogs(
-                settings.app_id, settings.topic_partitions
-            )
+            specs = registry(
+                settings.topic_partitions, settings.topic_prefix, settings.kafka_max_message_bytes
+            ) + changelogs(settings.app_id, settings.topic_partitions)
             asyncio.run(ensure_topics({"bootstrap_servers": broker.bootstrap}, specs, 1))
         except (EmbeddedServiceError, TopicCreationError, KafkaError, OSError) as exc:
             fail(_one_line(exc))

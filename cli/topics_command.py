@@ -59,7 +59,7 @@ def topics_command(
 ) -> None:
     """List the controller's topics: key, schema, partitions, cleanup and retention."""
     settings = settings_or_fail()
-    specs = registry(settings.topic_partitions)
+    specs = registry(settings.topic_partitions, max_message_bytes=settings.kafka_max_message_bytes)
     if as_json:
         sys.stdout.write(json.dumps([spec.describe() for spec in specs], indent=2) + "\n")
     else:

@@ -138,7 +138,10 @@ def worker_command(
         ):
             prefix = settings.topic_prefix
             tables = changelogs(settings.app_id, settings.topic_partitions)
-            specs = registry(settings.topic_partitions, prefix=prefix) + tables
+            specs = (
+                registry(settings.topic_partitions, prefix, settings.kafka_max_message_bytes)
+                + tables
+            )
             kafka = aiokafka_kwargs(settings, endpoints.kafka_bootstrap)
             # The topics (repaired on a broker that lost its state), and the baseline
             # that the guard below compares with: taken before any agent runs.

@@ -109,6 +109,7 @@ def faust_app_kwargs(
         "broker_session_timeout": settings.kafka_session_timeout_s,
         "broker_heartbeat_interval": max(0.1, settings.kafka_session_timeout_s / 3),
         "producer_max_batch_size": settings.kafka_producer_max_batch_size,
+        "producer_max_request_size": settings.kafka_max_message_bytes,
         "topic_partitions": settings.topic_partitions,
         "topic_replication_factor": settings.topic_replication_factor,
     }

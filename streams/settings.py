@@ -233,6 +233,17 @@ class Settings(BaseSettings):
             "wrong end offset after a multi-record batch and breaks changelog recovery."
         ),
     )
+    kafka_max_message_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024 * 1024,
+        le=1024 * 1024 * 1024,
+        description=(
+            "The largest message the worker produces, bytes: its producer's max request size "
+            "and the decisions topic's max.message.bytes. A decision record carries the "
+            "cluster's snapshot and every candidate's verdicts (3 MB at 1,000 nodes, 32 MB at "
+            "10,000): Kafka's 1 MiB default refused them from about 300 nodes. Default 64 MiB."
+        ),
+    )
     topic_partitions: int = Field(
         8,
         ge=1,

@@ -57,6 +57,17 @@ DAY_MS = 24 * HOUR_MS
 
 _TOPIC_ALREADY_EXISTS = 36  # Kafka's TOPIC_ALREADY_EXISTS error code
 
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message gpuyield produces, by default (``GPUYIELD_KAFKA_MAX_MESSAGE_BYTES``).
+
+A decision record carries the cluster's snapshot and every candidate's
+verdicts: 0.2 MB at 64 nodes, 3 MB at 1,000, 32 MB at 10,000. Kafka's
+default limit (1 MiB, the producer's ``max.request.size`` and the broker's
+``message.max.bytes``) refused every decision of a cluster of about 300
+nodes or more, and with it the yield commands sent after it. The decisions
+topic is created with ``max.message.bytes`` at this size, and the worker's
+producer may send up to it."""
+
 CleanupPolicy = Literal["delete", "compact"]
 
 
@@ -71,6 +82,7 @@ class TopicSpec:
     cleanup_policy: CleanupPolicy
     retention_ms: int | None  # None: the broker's default (or forever, for compacted topics)
     why: str
+    max_message_bytes: int | None = None  # None: the broker's default (1 MiB on Kafka)
 
     @property
     def schema(self) -> str:
@@ -81,6 +93,8 @@ class TopicSpec:
         configs: dict[str, str] = {"cleanup.policy": self.cleanup_policy}
         if self.retention_ms is not None:
             configs["retention.ms"] = str(self.retention_ms)
+        if self.max_message_bytes is not None:
+            configs["max.message.bytes"] = str(self.max_message_bytes)
         return configs
 
     def new_topic(self, replication_factor: int) -> NewTopic:
@@ -100,15 +114,22 @@ class TopicSpec:
             "partitions": self.partitions,
             "cleanup_policy": self.cleanup_policy,
             "retention_ms": self.retention_ms,
+            "max_message_bytes": self.max_message_bytes,
             "why": self.why,
         }
 
 
-def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tuple[TopicSpec, ...]:
+def registry(
+    topic_partitions: int = DEFAULT_PARTITIONS,
+    prefix: str = "",
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+) -> tuple[TopicSpec, ...]:
     """Every topic of the controller.
 
     ``topic_partitions`` is ``Settings.topic_partitions``; ``prefix`` is put in
-    front of every name (tests use it to get their own topics on a shared broker).
+    front of every name (tests use it to get their own topics on a shared broker);
+    ``max_message_bytes`` is ``Settings.kafka_max_message_bytes``, the decisions
+    topic's ``max.message.bytes``.
     """
     specs = (
         TopicSpec(
@@ -144,8 +165,10 @@ def registry(topic_partitions: int = DEFAULT_PARTITIONS, prefix: str = "") -> tu
             retention_ms=30 * DAY_MS,
             why=(
                 "The audit trail: one decider writes it, in decision order; kept 30 days so "
-                "any decision can be explained and replayed."
+                "any decision can be explained and replayed. Its records carry the snapshot "
+                "(3 MB at 1,000 nodes): max.message.bytes is raised for them."
             ),
+            max_message_bytes=max_message_bytes,
         ),
         TopicSpec(
             YIELD_COMMANDS,

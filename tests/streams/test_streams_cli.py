@@ -78,6 +78,7 @@ def test_topics_json_follows_the_configured_partitions(
         "partitions",
         "cleanup_policy",
         "retention_ms",
+        "max_message_bytes",
         "why",
     }
 

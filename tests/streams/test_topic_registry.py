@@ -62,10 +62,16 @@ def test_every_topic_has_its_schema_layout_and_reason() -> None:
         assert spec.key
         assert spec.why
         # nothing a replay or an audit reads is compacted away
-        assert spec.configs() == {
-            "cleanup.policy": "delete",
-            "retention.ms": str(spec.retention_ms),
-        }
+        assert spec.configs()["cleanup.policy"] == "delete"
+        assert spec.configs()["retention.ms"] == str(spec.retention_ms)
+
+
+def test_only_the_decisions_topic_takes_messages_beyond_kafka_s_default_size() -> None:
+    limits = {spec.name: spec.configs().get("max.message.bytes") for spec in registry()}
+    assert limits.pop(DECISIONS) == str(64 * 1024 * 1024)
+    assert set(limits.values()) == {None}
+    sized = {spec.name: spec.max_message_bytes for spec in registry(max_message_bytes=8 << 20)}
+    assert sized[DECISIONS] == 8 << 20
 
 
 def test_the_configured_partitions_apply_to_the_job_and_node_keyed_topics() -> None:
