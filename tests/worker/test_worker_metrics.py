@@ -63,11 +63,17 @@ async def test_the_worker_serves_the_rules_metrics_and_counts_what_it_reads(
         kube,
         [("garbage", b"\x00\xff not json"), ("node/gpu-00", kube_event(node("gpu-00"), NOW))],
     )
+    # The dead letter is counted as the first message is read, the lag gauge is
+    # refreshed on its own period: wait for the state both messages lead to.
     deadline = time.monotonic() + 60
     text = None
     while time.monotonic() < deadline:
         text = scrape(port)
-        if text and sample(text, "gpuyield_dead_letters_total", topic="gpuyield.kube-events"):
+        if (
+            text
+            and sample(text, "gpuyield_dead_letters_total", topic="gpuyield.kube-events")
+            and sample(text, "gpuyield_consumer_lag_messages", topic="gpuyield.kube-events") == 0
+        ):
             break
         time.sleep(0.3)
     assert text is not None, worker.tail()
