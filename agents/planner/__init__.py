@@ -24,7 +24,15 @@ from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.search import Budget, Found, Search
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession, UnknownPreemptor
 from gpuyield.agents.planner.weights import effective_weight, lost_seconds_per_gpu
-from gpuyield.schemas import Action, Candidate, Objective, Plan, SearchStats, Snapshot
+from gpuyield.schemas import (
+    Action,
+    Candidate,
+    Objective,
+    Plan,
+    RuleVerdict,
+    SearchStats,
+    Snapshot,
+)
 
 DEFAULT_BUDGET = 20_000
 """Search steps per plan. Small clusters finish far below it (the plan is then
@@ -105,7 +113,8 @@ def _plan(
     def candidates(evicted: Mapping[int, frozenset[int]]) -> tuple[Candidate, ...]:
         if not explain:
             return ()
-        verdicts = {i: rule_verdicts(named) for i, named in judged.items()}
+        shared: dict[tuple[str, bool, str, bool], RuleVerdict] = {}
+        verdicts = {i: rule_verdicts(named, shared) for i, named in judged.items()}
         return describe_candidates(session, verdicts, evicted)
 
     eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]

@@ -15,11 +15,29 @@ from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 from gpuyield.schemas import Candidate, RuleVerdict, Victim
 
 
-def rule_verdicts(named: Sequence[tuple[str, Verdict]]) -> tuple[RuleVerdict, ...]:
-    return tuple(
-        RuleVerdict(rule=name, allowed=v.allowed, reason=v.reason, protected=v.protected)
-        for name, v in named
-    )
+def rule_verdicts(
+    named: Sequence[tuple[str, Verdict]],
+    shared: dict[tuple[str, bool, str, bool], RuleVerdict] | None = None,
+) -> tuple[RuleVerdict, ...]:
+    """Each rule's verdict as the plan states it.
+
+    ``shared`` holds the ones already made in this plan, by their exact
+    content: many candidates get the very same verdict (preemptable, never
+    evicted, the same queue's refusal), an explained plan at 10,000 nodes
+    states 150,000 of them, and a frozen model can be one object in many
+    places (the plan's bytes are the same).
+    """
+    if shared is None:
+        shared = {}
+    out = []
+    for name, v in named:
+        key = (name, v.allowed, v.reason, v.protected)
+        made = shared.get(key)
+        if made is None:
+            made = RuleVerdict(rule=name, allowed=v.allowed, reason=key[2], protected=v.protected)
+            shared[key] = made
+        out.append(made)
+    return tuple(out)
 
 
 def whole_job_loss(cand: CandidateFacts) -> float:

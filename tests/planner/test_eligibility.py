@@ -650,3 +650,26 @@ def test_a_queue_never_reclaims_from_a_grandchild() -> None:
     ]
     jobs = [running_in("squad", "victim", "n1"), urgent_in("mine")]
     assert_is_not_victim(tree_snapshot(queues, jobs, nodes=("n1",)))
+
+
+def test_an_explained_plan_reads_back_as_itself_with_each_candidate_s_own_verdicts() -> None:
+    """Candidates with the same verdict share one (frozen) object; the plan is unchanged."""
+    snapshot = a_snapshot(
+        nodes=[a_node(f"n{i}") for i in range(4)],
+        jobs=(
+            a_job("urgent").priority(1000).pending(1, 8),
+            *(
+                a_job(f"sweep-{i}")
+                .priority(10 * i)
+                .running(pods=[(f"n{i}", 8)], started_at=NOW - (i + 1) * HOUR)
+                for i in range(4)
+            ),
+        ),
+    )
+    result = plan(snapshot, explain=True)
+    assert Plan.model_validate_json(result.model_dump_json()) == result
+    preemptable = [v for c in result.candidates for v in c.verdicts if v.rule == "preemptable"]
+    assert len(preemptable) == 4
+    assert len({id(v) for v in preemptable}) == 1
+    cooldowns = {v.reason for c in result.candidates for v in c.verdicts if v.rule == "cooldown"}
+    assert len(cooldowns) == 4  # each started at its own time: its own words
