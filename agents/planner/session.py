@@ -110,7 +110,7 @@ class PlanningSession:
                 [
                     ActivePod(p.name, p.node, p.gpus)
                     for p in j.pods
-                    if p.node is not None and p.phase not in _DONE  # holds_gpus, inline
+                    if p.node is not None and p.phase not in _DONE
                 ]
             )
             if not pods:
@@ -177,11 +177,6 @@ class PlanningSession:
 _DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
 
 
-def holds_gpus(pod: Pod) -> bool:
-    """A pod on a node that has not finished: its GPUs are taken (contract, reading 4)."""
-    return pod.node is not None and pod.phase not in _DONE
-
-
 def waits_for_node(pod: Pod) -> bool:
     """A pod of the preemptor the plan must place: no node yet, not finished."""
     return pod.node is None and pod.phase not in _DONE
@@ -205,7 +200,7 @@ def could_place_on_free_gpus(snapshot: Snapshot, job_name: str) -> bool:
     held: dict[str, int] = {}
     for other in snapshot.jobs:
         for pod in other.pods:
-            if pod.node is not None and holds_gpus(pod):
+            if pod.node is not None and pod.phase not in _DONE:  # it holds GPUs
                 held[pod.node] = held.get(pod.node, 0) + pod.gpus
     free = [max(0, n.gpus - held.get(n.name, 0)) for n in snapshot.nodes if n.schedulable]
     return sum(free) >= sum(waiting) and max(free, default=0) >= max(waiting)
