@@ -28,6 +28,7 @@ from gpuyield.agents.worker.attempts import Attempts
 from gpuyield.agents.worker.deadline_worker import DeadlineWorker
 from gpuyield.agents.worker.fault_tasks import add_fault_tasks
 from gpuyield.agents.worker.metrics import WorkerMetrics
+from gpuyield.agents.worker.view_pacing import ViewPacer
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
 from gpuyield.endpoints import Endpoints, endpoints_path
@@ -181,8 +182,7 @@ def worker_command(
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,
-                view_every_s=settings.live_view_every_s,
-                view_max_share=settings.live_view_max_share,
+                view_pacer=ViewPacer(settings.live_view_every_s, settings.live_view_max_share),
             )
 
             add_fault_tasks(

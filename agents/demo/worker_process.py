@@ -20,6 +20,7 @@ from pathlib import Path
 from gpuyield.agents.demo.timing import TICK_S
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.deadline_worker import DeadlineWorker
+from gpuyield.agents.worker.view_pacing import ViewPacer
 from gpuyield.streams.kafka_client import faust_app_kwargs
 from gpuyield.streams.live_view_store import LiveViewWriter
 from gpuyield.streams.settings import SettingsError, load_settings
@@ -49,6 +50,7 @@ def main() -> int:
         ),
         settings.controller,
         publish_view=writer.publish,
+        view_pacer=ViewPacer(settings.live_view_every_s, settings.live_view_max_share),
     )
     worker = DeadlineWorker(
         app,

@@ -157,8 +157,7 @@ def build_app(
     config: ControllerConfig,
     *,
     publish_view: ViewSink | None = None,
-    view_every_s: float = 0.5,
-    view_max_share: float = 0.1,
+    view_pacer: ViewPacer | None = None,
 ) -> faust.App:
     """A configured app with its agents; ``faust.Worker(app)`` runs it."""
     p = options.topic_prefix
@@ -314,7 +313,7 @@ def build_app(
         p + YIELD_ACKS: YieldAck,
         p + TICKS: Tick,
     }
-    pacer = ViewPacer(every_s=view_every_s, max_share=view_max_share)
+    pacer = view_pacer if view_pacer is not None else ViewPacer()
 
     def observe(message: Input, outcome: Outcome) -> None:
         """The metrics of one step, read against the table before its writes."""
