@@ -74,6 +74,18 @@ from gpuyield.schemas.config import (
 )
 
 ENV_PREFIX = "GPUYIELD_"
+
+MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+"""The largest message gpuyield produces, by default (``GPUYIELD_KAFKA_MAX_MESSAGE_BYTES``).
+
+A decision record carries the cluster's snapshot and every candidate's
+verdicts: 0.2 MB at 64 nodes, 3 MB at 1,000, 32 MB at 10,000. Kafka's
+default limit (1 MiB, the producer's ``max.request.size`` and the broker's
+``message.max.bytes``) refused every decision of a cluster of about 300
+nodes or more, and with it the yield commands sent after it. The decisions
+topic is created with ``max.message.bytes`` at this size, and the worker's
+producer may send up to it."""
+
 CONFIG_ENV = "GPUYIELD_CONFIG"
 CONTROLLER = "controller"  # the Settings field holding the policy knobs
 NODE_AGENT = "node_agent"  # the Settings field holding the node agent's waits
@@ -234,7 +246,7 @@ class Settings(BaseSettings):
         ),
     )
     kafka_max_message_bytes: int = Field(
-        64 * 1024 * 1024,
+        MAX_MESSAGE_BYTES,
         ge=1024 * 1024,
         le=1024 * 1024 * 1024,
         description=(

@@ -32,6 +32,7 @@ from gpuyield.schemas.messages import (
     YieldAck,
     YieldCommand,
 )
+from gpuyield.streams.settings import MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -56,17 +57,6 @@ HOUR_MS = 60 * 60 * 1000
 DAY_MS = 24 * HOUR_MS
 
 _TOPIC_ALREADY_EXISTS = 36  # Kafka's TOPIC_ALREADY_EXISTS error code
-
-MAX_MESSAGE_BYTES = 64 * 1024 * 1024
-"""The largest message gpuyield produces, by default (``GPUYIELD_KAFKA_MAX_MESSAGE_BYTES``).
-
-A decision record carries the cluster's snapshot and every candidate's
-verdicts: 0.2 MB at 64 nodes, 3 MB at 1,000, 32 MB at 10,000. Kafka's
-default limit (1 MiB, the producer's ``max.request.size`` and the broker's
-``message.max.bytes``) refused every decision of a cluster of about 300
-nodes or more, and with it the yield commands sent after it. The decisions
-topic is created with ``max.message.bytes`` at this size, and the worker's
-producer may send up to it."""
 
 CleanupPolicy = Literal["delete", "compact"]
 

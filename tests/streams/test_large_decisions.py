@@ -16,8 +16,8 @@ from gpuyield.agents.planner import plan
 from gpuyield.schemas import Snapshot
 from gpuyield.schemas.messages import Decision
 from gpuyield.streams.kafka_client import faust_app_kwargs
-from gpuyield.streams.settings import settings_from
-from gpuyield.streams.topics import DECISIONS, MAX_MESSAGE_BYTES, TopicSpec, registry
+from gpuyield.streams.settings import MAX_MESSAGE_BYTES, settings_from
+from gpuyield.streams.topics import DECISIONS, TopicSpec, registry
 
 NODES = 600  # three jobs a node, full: a decision record of about 2 MB
 
