@@ -12,8 +12,9 @@ and compared by the exact objective.
 Children are tried cheapest first, so the first leaf is the greedy plan and
 later ones only improve on it; partial costs never decrease along a branch,
 so a branch already costlier than the best plan is cut. Identical preemptor
-pods are placed in node order, and interchangeable pods of one job on one
-node are taken in name order, so no plan is explored twice.
+pods take nodes in one fixed order, cheapest node first (``_identical_order``;
+the plan states them in node order), and interchangeable pods of one job on
+one node are taken in name order, so no plan is explored twice.
 
 The work is bounded by a budget counted in steps (one candidate eviction set
 evaluated, one packing move tried), never in seconds: a replay explores
@@ -72,6 +73,8 @@ class State:
     repair_from: int = 0
     reclaimed: frozenset[str] = frozenset()  # queues of the cross-queue victims
     partial: frozenset[int] = frozenset()  # victims that keep some of their pods
+    # Per node where this branch evicted pods: what its other pods still offer (_left_on).
+    left: Mapping[str, _Offer] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +82,15 @@ class Found:
     cost: Cost
     evicted: Mapping[int, frozenset[int]]
     placement: Mapping[str, str]
+
+
+class _Offer(NamedTuple):
+    """What a node's candidate pods not evicted yet offer on one branch."""
+
+    protected: int  # 0 if any of them is unprotected
+    rate: float  # their lowest loss rate (infinite when none is left)
+    room: int  # the GPUs they hold
+    pods: tuple[tuple[int, float], ...]  # (GPUs, lost work) of each, sorted
 
 
 class _Group(NamedTuple):
@@ -89,32 +101,57 @@ class _Group(NamedTuple):
     pods: tuple[int, ...]  # pod indexes, in name order
 
 
-def _cheapest(
-    extra: Iterable[tuple[float, int, str]],
-    fresh: list[float],
-    short: int,
-    first: int,
-    skip: Container[str],
-) -> float:
-    """The sum of the ``short`` cheapest slots: ``fresh`` (sorted), ``extra`` from node ``first``.
+def _knapsack(groups: Iterable[list[tuple[int, float]]], need: int) -> list[float]:
+    """``cover[x]``: the least charge that frees at least ``x`` GPUs, one option per group."""
+    cover = [0.0] + [math.inf] * need
+    for group in groups:
+        nxt = list(cover)
+        for x in range(1, need + 1):
+            for freed, charge in group:
+                before = cover[max(0, x - freed)] + charge
+                if before < nxt[x]:
+                    nxt[x] = before
+        cover = nxt
+    return cover
 
-    ``extra`` is sorted, so the walk stops once enough are taken; its nodes
-    in ``skip`` are left out. Infinity when there are not enough.
+
+def _hull_marginals(cover: list[float], free: int, gpus: int, more: int) -> list[float]:
+    """Per further ``gpus``-slot, a non-decreasing cost: the lower convex hull of ``cover``'s steps.
+
+    The j-th further slot on a node with ``free`` GPUs needs
+    ``(free // gpus + j) * gpus - free`` of them freed; the hull's marginals
+    never exceed the real costs summed and never decrease, so the cheapest
+    slots across nodes stay a lower bound.
     """
-    cheapest: list[float] = []
-    k = 0
-    for value, node_i, node in extra:
-        if len(cheapest) >= short:
-            break
-        if node_i < first or node in skip:
-            continue
-        while k < len(fresh) and fresh[k] <= value and len(cheapest) < short:
-            cheapest.append(fresh[k])
-            k += 1
-        if len(cheapest) < short:
-            cheapest.append(value)
-    cheapest.extend(fresh[k : k + short - len(cheapest)])
-    return math.fsum(cheapest) if len(cheapest) >= short else math.inf
+    points = [cover[(free // gpus + j) * gpus - free] if j else 0.0 for j in range(more + 1)]
+    hull = [0]  # indexes of the lower convex hull of (j, points[j])
+    for j in range(1, more + 1):
+        while len(hull) >= 2:
+            a, b = hull[-2], hull[-1]
+            if (points[b] - points[a]) * (j - a) >= (points[j] - points[a]) * (b - a):
+                hull.pop()
+            else:
+                break
+        hull.append(j)
+    marginals: list[float] = []
+    for a, b in itertools.pairwise(hull):
+        marginals.extend([(points[b] - points[a]) / (b - a)] * (b - a))
+    return marginals
+
+
+def _common_weight(shares: list[float], m: int) -> float:
+    """The largest ``u`` with the ``m`` largest of ``max(share, u)`` summing to at most one.
+
+    ``shares`` are sorted, largest first, and sum to one. Slightly less than
+    exact, so that rounding never makes a charge exceed what it bounds.
+    """
+    taken = 0.0
+    for j in range(m):
+        u = (1.0 - taken) / (m - j)
+        if j + 1 > len(shares) or u >= shares[j] - 1e-12:  # the rest weigh u: they sum to one
+            return max(0.0, u * (1.0 - 1e-9))
+        taken += shares[j]
+    return shares[m - 1] * (1.0 - 1e-9)  # only by rounding: the shares alone sum to one
 
 
 @dataclass(slots=True)
@@ -138,24 +175,50 @@ class _SlotOrder:
 
     weak: tuple[tuple[float, int, str], ...]
     gpus: int
+    spread: int  # the most nodes the pods costed here can use
     refined: list[tuple[float, int, str]] = field(default_factory=list)
     next_weak: int = 0
 
-    def entries(self, cost: Callable[[str, int], list[float]]) -> Iterator[tuple[float, int, str]]:
-        r = 0
-        while True:
-            if self.next_weak < len(self.weak) and (
-                r == len(self.refined) or self.weak[self.next_weak] <= self.refined[r]
+    def cheapest(
+        self,
+        cost: Callable[[str, int, int], list[float]],
+        fresh: list[float],
+        short: int,
+        first: int,
+        skip: Container[str],
+        rank: tuple[int, ...],
+    ) -> float:
+        """Sum of the ``short`` cheapest slots: ``fresh`` (sorted) and these, from rank ``first``.
+
+        This order's slots come cheapest first, so the walk stops once enough
+        are taken; nodes in ``skip`` are left out. Infinity when there are not
+        enough.
+        """
+        weak, refined = self.weak, self.refined
+        taken: list[float] = []
+        k = r = 0
+        while len(taken) < short:
+            if self.next_weak < len(weak) and (
+                r == len(refined) or weak[self.next_weak] <= refined[r]
             ):
-                _, node_i, node = self.weak[self.next_weak]
+                _, node_i, node = weak[self.next_weak]
                 self.next_weak += 1
-                for bound in cost(node, self.gpus):
-                    bisect.insort(self.refined, (bound, node_i, node))
+                for bound in cost(node, self.gpus, self.spread):
+                    bisect.insort(refined, (bound, node_i, node))
                 continue
-            if r == len(self.refined):
-                return
-            yield self.refined[r]
+            if r == len(refined):
+                break
+            value, node_i, node = refined[r]
             r += 1
+            if rank[node_i] < first or node in skip:
+                continue
+            while k < len(fresh) and fresh[k] <= value and len(taken) < short:
+                taken.append(fresh[k])
+                k += 1
+            if len(taken) < short:
+                taken.append(value)
+        taken.extend(fresh[k : k + short - len(taken)])
+        return math.fsum(taken) if len(taken) >= short else math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +228,12 @@ class _SizeTable:
     ready: tuple[int, ...]  # nodes (index) that host such a pod as they are
     bounds: tuple[tuple[int, float, int], ...]  # (protected, lost bound, node index), sorted
     bounds_unprotected: tuple[tuple[int, float, int], ...]  # the same with protected 0, sorted
-    free_slots: tuple[int, ...]  # [k]: such pods that fit, as they are, on nodes k onwards
+    free_slots: tuple[int, ...]  # [k]: such pods that fit, as they are, on nodes of rank k on
     extra: _SlotOrder  # each further slot's lost bound, cheapest first
+    rank: tuple[int, ...]  # [node index]: its place in the order identical pods take nodes in
+    host_rank: Mapping[str, int]  # the rank of each node that can host such a pod
+    by_floor: tuple[tuple[int, float, int], ...] | None  # (protected, floor, node), rank order
+    by_floor_ranks: tuple[int, ...]  # the rank of each by_floor entry
 
 
 @dataclass(slots=True)
@@ -248,6 +315,11 @@ class Search:
         }
         self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
         self.floor_cache: dict[tuple[str, int], float] = {}
+        self.slot_cache: dict[tuple[str, int, int], list[float]] = {}
+        self.job_shares: dict[int, dict[str, float]] = {}
+        self.job_floors: dict[tuple[int, int], float] = {}
+        self.left_cache: dict[str, _Offer] = {}
+        self.cover_cache: dict[tuple[tuple[tuple[int, float], ...], int], list[float]] = {}
         self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
         self.candidate_nodes = {
             i: frozenset(pod.node for pod in session.candidates[i].pods) for i in self.eligible
@@ -268,6 +340,7 @@ class Search:
         bounds: list[tuple[int, float, int]] = []
         weak: list[tuple[float, int, str]] = []
         slots = [0] * (len(s.node_names) + 1)
+        rank, by_floor, by_floor_ranks = self._identical_order(gpus)
         for node_i, node in enumerate(s.node_names):
             if not can_host(s, node, gpus):
                 continue
@@ -275,7 +348,7 @@ class Search:
             if gpus == 0:
                 ready.append(node_i)
                 continue
-            slots[node_i] = free // gpus
+            slots[rank[node_i]] = free // gpus
             if free >= gpus:
                 ready.append(node_i)
             if node in self.node_bound:
@@ -289,58 +362,150 @@ class Search:
             tuple(sorted(bounds)),
             tuple(sorted((0, lost, node_i) for _, lost, node_i in bounds)),
             tuple(itertools.accumulate(reversed(slots)))[::-1],
-            _SlotOrder(tuple(sorted(weak)), gpus),
+            _SlotOrder(tuple(sorted(weak)), gpus, sum(1 for p in s.to_place if p.gpus == gpus)),
+            rank,
+            {n: rank[i] for i, n in enumerate(s.node_names) if can_host(s, n, gpus)},
+            by_floor,
+            by_floor_ranks,
         )
 
-    def _slot_costs(self, node: str, gpus: int) -> list[float]:
+    def _identical_order(
+        self, gpus: int
+    ) -> tuple[tuple[int, ...], tuple[tuple[int, float, int], ...] | None, tuple[int, ...]]:
+        """The order identical pods of ``gpus`` take nodes in; the floor order that goes with it.
+
+        Identical pods are interchangeable, so each plan is explored once if
+        they take nodes in some fixed order (``first`` in ``_children``). Node
+        order would do, but then the cheapest node for the first pod shuts out
+        every cheaper-named node for the rest, and the first plans found are
+        poor. So the order is the nodes' own cost: those that host the pod
+        as they are, then by ``_floor_of`` (protected ones last), then those
+        that cannot host it; the first dive then takes the cheapest nodes in
+        turn. Returns each node's rank, and for the nodes with a finite floor
+        their (protected, floor, node) in rank order with their ranks, which
+        is the order ``_nodes_by_floor`` hands them out in. A single pod of a
+        size needs neither: node order, and no floor computed.
+        """
+        s = self.s
+        if gpus == 0 or sum(1 for p in s.to_place if p.gpus == gpus) < 2:
+            return tuple(range(len(s.node_names))), None, ()
+        keys: list[tuple[int, int, float, int]] = []
+        for node_i, node in enumerate(s.node_names):
+            free = s.node_free[node]
+            if not can_host(s, node, gpus) or (free < gpus and node not in self.node_bound):
+                keys.append((2, 0, 0.0, node_i))
+            elif free >= gpus:
+                keys.append((0, 0, 0.0, node_i))
+            else:
+                floor = self._floor_of(node, gpus - free)
+                keys.append((1, self.node_bound[node][0], floor, node_i))
+        keys.sort()
+        rank = [0] * len(keys)
+        for r, key in enumerate(keys):
+            rank[key[3]] = r
+        by_floor = [(r, key) for r, key in enumerate(keys) if key[0] == 1 and key[2] < math.inf]
+        return (
+            tuple(rank),
+            tuple((protected, floor, node_i) for _, (_, protected, floor, node_i) in by_floor),
+            tuple(r for r, _ in by_floor),
+        )
+
+    def _slot_costs(self, node: str, gpus: int, spread: int) -> list[float]:
         """Lower bounds on the lost work of each further ``gpus``-slot on ``node``, non-decreasing.
 
-        Lost work is a sum over evicted pods (their GPUs times their job's
-        loss rate), so the pods of an untouched node carry their own share of
-        any plan's cost, whatever else the plan evicts (a gang broken here
-        costs more, never less). ``cover[x]`` is the least such share that
-        frees ``x`` GPUs there (a 0/1 knapsack over the node's candidate
-        pods); the j-th further slot needs ``(free // gpus + j) * gpus - free``
-        of them. The marginals of the lower convex hull of those costs never
-        exceed the real ones summed and never decrease, so taking the
-        cheapest slots across nodes (as ``_remaining_bound`` does) stays a
-        lower bound. Slots the node's candidates cannot free are left out: no
-        plan has them.
+        ``spread`` is the most nodes the pods being costed can use (one per pod).
+
+        Lost work is a sum over evicted pods, so the pods of an untouched node
+        carry their own share of any plan's cost, whatever else the plan
+        evicts; ``cover[x]`` is the least such share that frees ``x`` GPUs
+        there (a 0/1 knapsack over the node's candidate pods). A gang broken
+        here costs its whole job, and the pods can reach at most ``spread``
+        of its nodes, so the node may carry a larger part of that job
+        (``_closure_charge``) when the slot breaks the gang: a second
+        knapsack over the node's jobs, surplus pods at their loss rate, the
+        rest at that part, and ``cover`` is the larger of the two. The j-th
+        further slot needs ``(free // gpus + j) * gpus - free`` GPUs. The
+        marginals of the lower convex hull of those costs never exceed the
+        real ones summed and never decrease, so taking the cheapest slots
+        across nodes (as ``_remaining_bound`` does) stays a lower bound. Slots
+        the node's candidates cannot free are left out: no plan has them.
         """
+        key = (node, gpus, spread)
+        cached = self.slot_cache.get(key)
+        if cached is not None:
+            return cached
         free = self.s.node_free[node]
-        options = [
+        pods = [
             [(g.gpus, g.gpus * self.s.candidates[g.candidate].lost_per_gpu_s)]
             for g in self.groups.get(node, ())
             for _ in g.pods
         ]
-        room = min(self.s.node_gpus[node], free + sum(max(f for f, _ in o) for o in options))
+        room = min(self.s.node_gpus[node], free + sum(max(f for f, _ in o) for o in pods))
         more = room // gpus - free // gpus
         if more <= 0:
+            self.slot_cache[key] = []
             return []
         need = (free // gpus + more) * gpus - free
-        cover = [0.0] + [math.inf] * need  # cover[x]: least charge that frees at least x
-        for group in options:
-            nxt = list(cover)
-            for x in range(1, need + 1):
-                for freed, charge in group:
-                    before = cover[max(0, x - freed)] + charge
-                    if before < nxt[x]:
-                        nxt[x] = before
-            cover = nxt
-        points = [cover[(free // gpus + j) * gpus - free] if j else 0.0 for j in range(more + 1)]
-        hull = [0]  # indexes of the lower convex hull of (j, points[j])
-        for j in range(1, more + 1):
-            while len(hull) >= 2:
-                a, b = hull[-2], hull[-1]
-                if (points[b] - points[a]) * (j - a) >= (points[j] - points[a]) * (b - a):
-                    hull.pop()
-                else:
-                    break
-            hull.append(j)
-        marginals: list[float] = []
-        for a, b in itertools.pairwise(hull):
-            marginals.extend([(points[b] - points[a]) / (b - a)] * (b - a))
+        cover = _knapsack(pods, need)
+        by_job = _knapsack(self._job_options(node, spread), need)
+        cover = [max(a, b) for a, b in zip(cover, by_job, strict=True)]
+        marginals = _hull_marginals(cover, free, gpus, more)
+        self.slot_cache[key] = marginals
         return marginals
+
+    def _job_options(self, node: str, spread: int) -> list[list[tuple[int, float]]]:
+        """Per job on ``node``: (GPUs freed there, least charge) for each way to free them.
+
+        Up to its surplus pods go at their loss rate (any amount up to their
+        GPUs, a relaxation); all of its pods there, when that breaks the gang,
+        at ``_closure_charge``.
+        """
+        on_node: dict[int, list[int]] = {}
+        for g in self.groups.get(node, ()):
+            on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+        out: list[list[tuple[int, float]]] = []
+        for c, sizes in on_node.items():
+            cand = self.s.candidates[c]
+            sizes.sort(reverse=True)
+            surplus = len(cand.pods) - cand.min_running
+            held = sum(sizes)
+            if surplus >= len(sizes) or len(sizes) == len(cand.pods):
+                alone = held
+            else:
+                alone = sum(sizes[: max(0, surplus)])
+            options = [(f, f * cand.lost_per_gpu_s) for f in range(1, alone + 1)]
+            if alone < held:
+                options.append((held, self._closure_charge(c, node, spread)))
+            out.append(options)
+        return out
+
+    def _closure_charge(self, c: int, node: str, spread: int) -> float:
+        """The part of job ``c``'s whole lost work that ``node`` may carry when it breaks the gang.
+
+        Each of the job's nodes carries a weight ``max(share, u)``, its share
+        being its part of the job's GPUs; a plan's pods reach at most
+        ``m = min(nodes of the job, spread)`` of them, and ``u`` is the
+        largest value that keeps the ``m`` largest weights summing to at most
+        one. So the charges of any plan's nodes never add up to more than the
+        job costs, and a job spread thin over many nodes is charged in full
+        to the few a small plan can use. Shares alone (``u`` = 0) are what
+        the pods' own lost work charges.
+        """
+        cand = self.s.candidates[c]
+        shares = self.job_shares.get(c)
+        if shares is None:
+            by_node: dict[str, int] = {}
+            for pod in cand.pods:
+                by_node[pod.node] = by_node.get(pod.node, 0) + pod.gpus
+            total = sum(by_node.values()) or 1
+            shares = {n: held / total for n, held in by_node.items()}
+            self.job_shares[c] = shares
+        m = min(len(shares), spread)
+        u = self.job_floors.get((c, m))
+        if u is None:
+            u = _common_weight(sorted(shares.values(), reverse=True), m)
+            self.job_floors[(c, m)] = u
+        return max(shares[node], u) * cand.gpus * cand.lost_per_gpu_s
 
     # -- driving -------------------------------------------------------------
 
@@ -367,7 +532,7 @@ class Search:
                 child,
                 free=free,
                 placement=(*child.placement, (pods[i].name, node)),
-                last_node=node_i,
+                last_node=self.tables[gpus].rank[node_i],
             )
             self._place(child, i + 1)
             if self.budget.exhausted or self._dominated(state):
@@ -467,6 +632,7 @@ class Search:
         if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
             first = state.last_node  # identical pods go to nodes in order: no mirror plans
         gpus, table, changed = pod.gpus, self.tables[pod.gpus], state.free
+        rank = table.rank
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
         names, node_gpus, group_of = s.node_names, s.node_gpus, s.node_group
         ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
@@ -478,26 +644,27 @@ class Search:
         fits: list[tuple[int, int]] = [
             (node_i, self.s.node_free[names[node_i]])
             for node_i in table.ready
-            if node_i >= first and names[node_i] not in changed
+            if rank[node_i] >= first and names[node_i] not in changed
         ]
         bounds: list[tuple[int, float, int, bool]] = []
         for node, free in changed.items():
             node_i = self.node_index[node]
-            if node_i < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
+            if rank[node_i] < first or node_gpus[node] < gpus or not s.node_schedulable[node]:
                 continue
             if free >= gpus:
                 fits.append((node_i, free))
-            elif node in self.node_bound:
-                protected, rate = self.node_bound[node]
-                lacking = (gpus - free) * rate
-                bounds.append((protected if count_protected else 0, lacking, node_i, False))
-        fits.sort()
+            else:
+                left = self._bound_left(state, node, gpus - free)
+                if left is not None:
+                    protected, lacking = left
+                    bounds.append((protected if count_protected else 0, lacking, node_i, False))
+        fits.sort(key=lambda fit: rank[fit[0]])
         for node_i, free in fits:
             node = names[node_i]
             near = group_of[node] in placed_groups
             if node not in self.groups:
                 # Nodes with no candidate pods and the same room are interchangeable;
-                # the first in node order keeps the most room for identical pods.
+                # the first in rank order keeps the most room for identical pods.
                 twin = (free, node_gpus[node], near)
                 if twin in idle_seen:
                     continue
@@ -555,6 +722,7 @@ class Search:
         that are never refined.
         """
         s, names = self.s, self.s.node_names
+        rank = self.tables[gpus].rank
         changed = state.free
         touched: set[str] = set()
         for c in state.evicted:
@@ -564,15 +732,28 @@ class Search:
             free = s.node_free[node]
             if (
                 node in changed
-                or node_i < first
+                or rank[node_i] < first
                 or free >= gpus
                 or not can_host(s, node, gpus)
-                or node not in self.node_bound
             ):
                 continue
-            protected, rate = self.node_bound[node]
-            final.append((protected if count_protected else 0, (gpus - free) * rate, node_i, False))
+            left = self._bound_left(state, node, gpus - free)
+            if left is not None:
+                protected, lacking = left
+                final.append((protected if count_protected else 0, lacking, node_i, False))
         heapq.heapify(final)
+        table = self.tables[gpus]
+        if count_protected and table.by_floor is not None:
+            start = bisect.bisect_left(table.by_floor_ranks, first)
+            for entry in itertools.islice(table.by_floor, start, None):
+                while final and final[0][:3] < entry:
+                    yield heapq.heappop(final)
+                node = names[entry[2]]
+                if node not in changed and node not in touched:
+                    yield (*entry, True)
+            while final:
+                yield heapq.heappop(final)
+            return
         order = self.floor_orders.get((gpus, count_protected))
         if order is None:
             table = self.tables[gpus]
@@ -600,8 +781,64 @@ class Search:
             protected, lost, node_i = refined[r]
             r += 1
             node = names[node_i]
-            if node_i >= first and node not in changed and node not in touched:
+            if rank[node_i] >= first and node not in changed and node not in touched:
                 yield protected, lost, node_i, True
+
+    def _bound_left(self, state: State, node: str, need: int) -> tuple[int, float] | None:
+        """(protected, lost) lower bounds on freeing ``need`` more GPUs on ``node`` on this branch.
+
+        Only the pods this branch has not evicted yet can free them, each at
+        its own lost work (a knapsack over them); None when they cannot free
+        that many at all (the node is then no choice here).
+        """
+        offer = self._left_on(state, node)
+        if offer.room < need:
+            return None
+        return offer.protected, self._cover(offer.pods, need)[need]
+
+    def _cover(self, pods: tuple[tuple[int, float], ...], need: int) -> list[float]:
+        """``cover[x]``: the least lost work of ``pods`` that frees at least x GPUs, x <= need."""
+        key = (pods, need)
+        found = self.cover_cache.get(key)
+        if found is None:
+            found = _knapsack(([pod] for pod in pods), need)
+            self.cover_cache[key] = found
+        return found
+
+    def _partly_taken(self, state: State) -> frozenset[str]:
+        """Nodes of the victims that keep some pods: a slot there costs less than a new gang's."""
+        if not state.partial:
+            return frozenset()
+        return frozenset().union(*(self.candidate_nodes[c] for c in state.partial))
+
+    def _left_on(self, state: State, node: str) -> _Offer:
+        """What the pods on ``node`` this branch has not evicted offer.
+
+        Kept per state for the nodes the branch evicted on (``_evict``); the
+        others offer what the snapshot holds.
+        """
+        found = state.left.get(node)
+        if found is None:
+            found = self.left_cache.get(node)
+            if found is None:
+                found = self._offer(state.evicted, node)
+                self.left_cache[node] = found
+        return found
+
+    def _offer(self, evicted: Mapping[int, frozenset[int]], node: str) -> _Offer:
+        protected, rate, room = 1, math.inf, 0
+        pods: list[tuple[int, float]] = []
+        for g in self.groups.get(node, ()):
+            taken = evicted.get(g.candidate)
+            left = len(g.pods) if taken is None else sum(1 for p in g.pods if p not in taken)
+            if left:
+                cand_rate = self.s.candidates[g.candidate].lost_per_gpu_s
+                room += left * g.gpus
+                rate = min(rate, cand_rate)
+                pods.extend([(g.gpus, g.gpus * cand_rate)] * left)
+                if g.candidate not in self.protected:
+                    protected = 0
+        return _Offer(protected, rate, room, tuple(sorted(pods)))
 
     def _floor_of(self, node: str, need: int) -> float:
         """The least lost work of freeing ``need`` GPUs on ``node`` while its jobs are untouched.
@@ -623,7 +860,7 @@ class Search:
         return found
 
     def _floor(self, node: str, need: int) -> float:
-        best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
+        jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
         on_node: dict[int, list[int]] = {}
         for g in self.groups.get(node, ()):
             on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
@@ -635,8 +872,20 @@ class Search:
                 alone = sum(sizes)  # every pod here may go without breaking the gang
             else:
                 alone = sum(sizes[: max(0, surplus)])
-            options = [(f, f * cand.lost_per_gpu_s) for f in range(1, alone + 1)]
-            options.append((sum(sizes), cand.gpus * cand.lost_per_gpu_s))  # the whole job
+            rate = cand.lost_per_gpu_s
+            jobs.append((alone, sum(sizes), rate, cand.gpus * rate))
+        held = sum(job[1] for job in jobs)
+        if need > held:
+            return math.inf
+        if need == held:  # every pod there goes (a whole-node pod on a full node)
+            total = 0.0
+            for alone, on, rate, whole in jobs:
+                total += on * rate if alone == on else whole
+            return total
+        best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
+        for alone, on, rate, whole in jobs:
+            options = [(f, f * rate) for f in range(1, alone + 1)]
+            options.append((on, whole))  # the whole job
             nxt = list(best)
             for x in range(1, need + 1):
                 for freed, cost in options:
@@ -670,22 +919,33 @@ class Search:
         for gpus, count in sizes.items():
             table = self.tables[gpus]
             first = state.last_node if gpus == same else 0
+            host_rank, node_free = table.host_rank, s.node_free
+            changed = [(n, f) for n, f in state.free.items() if host_rank.get(n, -1) >= first]
             slots = table.free_slots[first]
-            fresh: list[float] = []
-            for node, free in state.free.items():
-                if not can_host(s, node, gpus) or self.node_index[node] < first:
-                    continue
-                slots += free // gpus - s.node_free[node] // gpus
-                if node in self.node_bound:
-                    more = s.node_gpus[node] // gpus - free // gpus
-                    fresh.extend([(gpus - free % gpus) * self.node_bound[node][1]] * more)
+            slots += sum(f // gpus - node_free[n] // gpus for n, f in changed)
             if slots >= count:
                 continue
+            fresh: list[float] = []
+            partly = self._partly_taken(state)
+            spots = changed + [
+                (n, node_free[n])
+                for n in partly
+                if n not in state.free and host_rank.get(n, -1) >= first
+            ]
+            for node, free in spots:
+                if node in self.node_bound:
+                    offer = self._left_on(state, node)
+                    more = min(s.node_gpus[node], free + offer.room) // gpus - free // gpus
+                    if more > 0:
+                        need = (free // gpus + more) * gpus - free
+                        cover = self._cover(offer.pods, need)
+                        fresh.extend(_hull_marginals(cover, free, gpus, more))
             fresh.sort()
             short = count - slots
+            skip = state.free.keys() | partly
             bound = max(
                 bound,
-                _cheapest(table.extra.entries(self._slot_costs), fresh, short, first, state.free),
+                table.extra.cheapest(self._slot_costs, fresh, short, first, skip, table.rank),
             )
         return bound
 
@@ -842,13 +1102,18 @@ class Search:
         free = dict(state.free)
         by_queue = dict(state.evicted_by_queue)
         protected, lost, victims, weight = self._delta(state, changes)
+        nodes: set[str] = set()
         for c, new in changes.items():
             cand = self.s.candidates[c]
             for p in new - evicted.get(c, frozenset()):
                 pod = cand.pods[p]
                 free[pod.node] = free.get(pod.node, self.s.node_free[pod.node]) + pod.gpus
                 by_queue[cand.queue] = by_queue.get(cand.queue, 0) + pod.gpus
+                nodes.add(pod.node)
             evicted[c] = new
+        left = dict(state.left)
+        for node in nodes:
+            left[node] = self._offer(evicted, node)
         reclaimed, partial = state.reclaimed, state.partial
         for c, new in changes.items():
             cand = self.s.candidates[c]
@@ -865,6 +1130,7 @@ class Search:
             evicted_by_queue=by_queue,
             reclaimed=reclaimed,
             partial=partial,
+            left=left,
             protected=state.protected + protected,
             lost=state.lost + lost,
             victims=state.victims + victims,
@@ -951,7 +1217,22 @@ class Search:
             changed = changed and not self.budget.exhausted
         cost = cost_of(self.s, plan.evicted, self.protected)
         if self.best is None or cost < self.best.cost:
-            self.best = Found(cost, dict(plan.evicted), dict(plan.placement))
+            self.best = Found(cost, dict(plan.evicted), self._in_node_order(plan.placement))
+
+    def _in_node_order(self, placement: Mapping[str, str]) -> dict[str, str]:
+        """``placement`` with each run of identical pods on its nodes in node order.
+
+        Identical pods are interchangeable, so this is the same plan; the
+        search takes their nodes in its own order (``_SizeTable.rank``), and
+        the plan states them the one way a reader (and a replay) expects.
+        """
+        out = dict(placement)
+        pods = self.s.to_place
+        for _, run in itertools.groupby(pods, key=lambda pod: pod.gpus):
+            names = [pod.name for pod in run if pod.name in out]
+            nodes = sorted((out[name] for name in names), key=self.node_index.__getitem__)
+            out.update(zip(names, nodes, strict=True))
+        return out
 
     def _spare(self, plan: _LeafPlan, c: int) -> _LeafPlan | None:
         """``plan`` with victim ``c`` spared as far as it stays feasible, or None."""

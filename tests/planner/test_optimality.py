@@ -170,6 +170,23 @@ def test_equal_lost_work_and_count_prefers_the_lighter_victim() -> None:
     assert [v.job for v in result.victims] == ["b-lighter"]
 
 
+def test_identical_pods_go_to_the_cheapest_nodes_and_are_listed_in_node_order() -> None:
+    """The search takes the cheapest nodes first (n3, then n1); the plan names them as n1, n3."""
+    snapshot = a_snapshot(
+        nodes=[a_node(f"n{i}", gpus=8) for i in range(1, 5)],
+        jobs=[
+            a_job("on-n1").priority(10).running(pods=[("n1", 8)], checkpointed_at=NOW - 600),
+            a_job("on-n2").priority(10).running(pods=[("n2", 8)], checkpointed_at=NOW - 3600),
+            a_job("on-n3").priority(10).running(pods=[("n3", 8)], checkpointed_at=NOW - 60),
+            a_job("on-n4").priority(10).running(pods=[("n4", 8)], checkpointed_at=NOW - 7200),
+            a_job("pre").priority(1000).pending(pods=2, gpus=8),
+        ],
+    )
+    result = assert_same_plan(snapshot, "pre")
+    assert sorted(v.job for v in result.victims) == ["on-n1", "on-n3"]
+    assert result.placement == {"pre-0": "n1", "pre-1": "n3"}
+
+
 def test_a_full_tie_goes_to_the_first_names() -> None:
     """Reading 7: sorted victim job names first, then sorted evicted pod names."""
     snapshot = a_snapshot(

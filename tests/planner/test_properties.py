@@ -255,6 +255,26 @@ def test_a_feasible_plan_places_every_pod_on_a_schedulable_node_with_room_for_it
 
 @SOME
 @given(any_cases())
+def test_pods_of_the_same_size_are_placed_in_name_order_on_nodes_in_node_order(
+    case: Case,
+) -> None:
+    """Identical pods are interchangeable: the plan states their nodes one way, the readable one."""
+    snapshot, result = planned(case)
+    pre = the_preemptor(snapshot, result)
+    order = {n.name: i for i, n in enumerate(snapshot.nodes)}
+    by_size: dict[int, list[str]] = {}
+    for pod in sorted(ref.pods_to_place(pre), key=lambda p: p.name):
+        if pod.name in result.placement:
+            by_size.setdefault(pod.gpus, []).append(result.placement[pod.name])
+    for gpus, nodes in by_size.items():
+        ranks = [order[node] for node in nodes]
+        assert ranks == sorted(ranks), f"{gpus}-GPU pods out of node order" + context(
+            snapshot, result
+        )
+
+
+@SOME
+@given(any_cases())
 def test_the_preemptors_queue_and_its_ancestors_stay_within_their_capability(
     case: Case,
 ) -> None:

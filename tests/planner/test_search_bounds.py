@@ -2,9 +2,11 @@
 
 ``Search._slot_costs`` gives, per node and pod size, a lower bound on the lost
 work of each further slot; ``_remaining_bound`` sums the cheapest of them over
-the nodes. Checked here against every subset of a node's candidate pods, so a
-mistake shows on the node where it happens rather than as a rare suboptimal
-plan in the optimality tests.
+the nodes. A node that breaks a gang may carry more than its own pods' share
+of that job (``_closure_charge``), as long as the nodes any plan can use
+never carry more than the whole job. Checked here against every subset of a
+node's candidate pods and of a job's nodes, so a mistake shows where it
+happens rather than as a rare suboptimal plan in the optimality tests.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import itertools
 import math
 
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gpuyield.agents.planner.search import Budget, Search, State
+from gpuyield.agents.planner.search import Budget, Search, State, _common_weight
 from gpuyield.agents.planner.session import PlanningSession
 from planner.reference import reference_plan
 from planner.strategies import Case, any_cases, examples, seeded_case
@@ -44,17 +47,18 @@ def assert_slot_costs_are_lower_bounds(case: Case) -> None:
     search = every_search(case)
     s = search.s
     for gpus in {p.gpus for p in s.to_place if p.gpus}:
-        for node in s.node_names:
-            free = s.node_free[node]
-            marginals = search._slot_costs(node, gpus)
-            assert marginals == sorted(marginals), "slot costs must not decrease"
-            for j in range(1, len(marginals) + 1):
-                need = (free // gpus + j) * gpus - free
-                real = least_share(search, node, need)
-                assert math.fsum(marginals[:j]) <= real + 1e-6, (node, gpus, j)
-            beyond = (free // gpus + len(marginals) + 1) * gpus - free
-            if beyond <= s.node_gpus[node]:
-                assert least_share(search, node, beyond) == math.inf, "a freeable slot was left out"
+        for spread in sorted({1, 2, 3, len(s.node_names)}):
+            for node in s.node_names:
+                free = s.node_free[node]
+                marginals = search._slot_costs(node, gpus, spread)
+                assert marginals == sorted(marginals), "slot costs must not decrease"
+                for j in range(1, len(marginals) + 1):
+                    need = (free // gpus + j) * gpus - free
+                    real = least_charge(search, node, need, spread)
+                    assert math.fsum(marginals[:j]) <= real + 1e-6, (node, gpus, spread, j)
+                beyond = (free // gpus + len(marginals) + 1) * gpus - free
+                if beyond <= s.node_gpus[node]:
+                    assert least_share(search, node, beyond) == math.inf, "a slot was left out"
 
 
 def assert_root_bound_is_below_the_optimal_loss(case: Case) -> None:
@@ -81,3 +85,107 @@ def test_each_further_slot_costs_at_least_its_bound_on_seeded_clusters() -> None
 @given(any_cases())
 def test_the_bound_at_the_root_never_exceeds_the_optimal_loss(case: Case) -> None:
     assert_root_bound_is_below_the_optimal_loss(case)
+
+
+def least_charge(search: Search, node: str, need: int, spread: int) -> float:
+    """The least charge on ``node`` of freeing ``need`` GPUs there, gangs broken at their part."""
+    s = search.s
+    pods = [(g.candidate, g.gpus) for g in search.groups.get(node, ()) for _ in g.pods]
+    best = math.inf
+    for n in range(len(pods) + 1):
+        for chosen in itertools.combinations(pods, n):
+            if sum(size for _, size in chosen) < need:
+                continue
+            charge = 0.0
+            for c in {c for c, _ in chosen}:
+                cand = s.candidates[c]
+                taken = [size for d, size in chosen if d == c]
+                if len(taken) > len(cand.pods) - cand.min_running:  # the gang breaks
+                    charge += search._closure_charge(c, node, spread)
+                else:
+                    charge += sum(taken) * cand.lost_per_gpu_s
+            best = min(best, charge)
+    return best
+
+
+def assert_closure_charges_never_exceed_the_job(case: Case) -> None:
+    search = every_search(case)
+    s = search.s
+    for c, cand in enumerate(s.candidates):
+        nodes = sorted({pod.node for pod in cand.pods})
+        whole = cand.gpus * cand.lost_per_gpu_s
+        for spread in range(1, len(nodes) + 2):
+            for n in range(1, min(spread, len(nodes)) + 1):
+                for chosen in itertools.combinations(nodes, n):
+                    charged = math.fsum(search._closure_charge(c, node, spread) for node in chosen)
+                    assert charged <= whole + 1e-6, (cand.name, spread, chosen)
+            for node in nodes:
+                share = sum(p.gpus for p in cand.pods if p.node == node) * cand.lost_per_gpu_s
+                assert search._closure_charge(c, node, spread) >= share * (1 - 1e-6)
+
+
+def least_loss(search: Search, node: str, need: int) -> float:
+    """The least lost work of freeing ``need`` GPUs on ``node``, a broken gang going whole."""
+    s = search.s
+    pods = [(g.candidate, g.gpus) for g in search.groups.get(node, ()) for _ in g.pods]
+    best = math.inf
+    for n in range(len(pods) + 1):
+        for chosen in itertools.combinations(pods, n):
+            if sum(size for _, size in chosen) < need:
+                continue
+            loss = 0.0
+            for c in {c for c, _ in chosen}:
+                cand = s.candidates[c]
+                taken = [size for d, size in chosen if d == c]
+                if len(taken) > len(cand.pods) - cand.min_running:
+                    loss += cand.gpus * cand.lost_per_gpu_s
+                else:
+                    loss += sum(taken) * cand.lost_per_gpu_s
+            best = min(best, loss)
+    return best
+
+
+def assert_floors_are_lower_bounds(case: Case) -> None:
+    search = every_search(case)
+    s = search.s
+    for node in s.node_names:
+        held = sum(g.gpus * len(g.pods) for g in search.groups.get(node, ()))
+        for need in range(1, held + 2):
+            floor, real = search._floor_of(node, need), least_loss(search, node, need)
+            assert floor <= real + 1e-6, (node, need)
+            if need >= held:  # every pod there goes: nothing is relaxed
+                assert floor == real or math.isclose(floor, real), (node, need)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.lists(st.integers(1, 64), min_size=1, max_size=12),
+    st.integers(1, 12),
+)
+def test_the_common_weight_keeps_the_heaviest_nodes_within_the_whole_job(
+    held: list[int], spread: int
+) -> None:
+    shares = sorted((h / sum(held) for h in held), reverse=True)
+    m = min(spread, len(shares))
+    u = _common_weight(shares, m)
+    weights = sorted((max(share, u) for share in shares), reverse=True)
+    assert math.fsum(weights[:m]) <= 1.0 + 1e-12
+    bigger = sorted((max(share, u * 1.001 + 1e-9) for share in shares), reverse=True)
+    assert math.fsum(bigger[:m]) > 1.0, "the weight could have been larger"
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(any_cases())
+def test_the_nodes_a_plan_can_use_never_carry_more_than_the_whole_job(case: Case) -> None:
+    assert_closure_charges_never_exceed_the_job(case)
+
+
+def test_the_nodes_a_plan_can_use_never_carry_more_than_the_whole_job_on_seeded_clusters() -> None:
+    for seed in range(100):
+        assert_closure_charges_never_exceed_the_job(seeded_case(seed))
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(any_cases())
+def test_a_node_never_frees_room_for_less_than_its_floor(case: Case) -> None:
+    assert_floors_are_lower_bounds(case)
