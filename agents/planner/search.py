@@ -577,15 +577,13 @@ class Search:
         if not found:
             self._leaf(state)
             return None
-        ranks = sorted(
-            {
-                r
-                for v in found
-                for r in self.subtree_ranks.get(v.queue, ())
-                if r >= state.repair_from
-            }
-        )
-        return _RepairFrame(state, found, tuple(ranks))
+        tails = []  # each violated queue's subtree ranks from repair_from on (sorted slices)
+        for queue in {v.queue for v in found}:
+            ranks = self.subtree_ranks.get(queue, ())
+            tails.append(ranks[bisect.bisect_left(ranks, state.repair_from) :])
+        if len(tails) == 1:
+            return _RepairFrame(state, found, tails[0])
+        return _RepairFrame(state, found, tuple(sorted(set().union(*tails))))
 
     def _next_repair(self, frame: _RepairFrame) -> State | None:
         """The next child of ``frame`` worth exploring, or None when it has no more."""
