@@ -332,6 +332,13 @@ class Search:
             )
             for node, gs in self.groups.items()
         }
+        # Per node (index): the least W_eff among its candidates, what a new victim there adds.
+        self.node_weight = [
+            min(
+                (session.candidates[g.candidate].w_eff for g in self.groups.get(n, ())), default=0.0
+            )
+            for n in session.node_names
+        ]
         self.tables = {size: self._size_table(size) for size in {p.gpus for p in session.to_place}}
 
     def _size_table(self, gpus: int) -> _SizeTable:
@@ -682,7 +689,7 @@ class Search:
                 yield child, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
-            if tight and self._beyond_best(state, protected, lost, 1):
+            if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
                 continue  # every way to make room here loses to the best plan
             node = names[node_i]
             free = self._free(state, node)
@@ -947,7 +954,9 @@ class Search:
             )
         return bound
 
-    def _beyond_best(self, state: State, protected: int, lost: float, victims: int = 0) -> bool:
+    def _beyond_best(
+        self, state: State, protected: int, lost: float, victims: int = 0, weight: float = 0.0
+    ) -> bool:
         """No plan below ``state`` can beat the best: it adds at least these amounts."""
         if lost == math.inf:
             return True
@@ -960,8 +969,13 @@ class Search:
         floor = state.lost + lost
         if floor > best.lost_gpu_seconds + slack:
             return True
-        # Lost work at least the best's: then more victims than the best loses too.
-        return floor >= best.lost_gpu_seconds - slack and state.victims + victims > best.victim_jobs
+        if floor < best.lost_gpu_seconds - slack:
+            return False
+        # Lost work at least the best's: then more victims than the best loses too, and as
+        # many loses when they weigh more (``weight`` is the least the new ones add).
+        if state.victims + victims != best.victim_jobs:
+            return state.victims + victims > best.victim_jobs
+        return state.weight + weight > best.victim_weight + 1e-9 * max(1.0, abs(best.victim_weight))
 
     def _room(self, state: State, node: str, need: int) -> list[tuple[Changes, int]]:
         """Minimal eviction sets on ``node`` that free at least ``need`` GPUs there.
