@@ -63,6 +63,7 @@ from gpuyield.agents.controller.records import (
     YieldRecord,
 )
 from gpuyield.agents.controller.snapshot_parts import SnapshotParts
+from gpuyield.schemas.messages import AlertKind
 
 JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
 """The kinds of record a job's view is computed from."""
@@ -76,7 +77,10 @@ DEMAND_VIEWS = "demand views"
 
 ALERT_VIEWS = "alert views"
 """``epochs``' count of the recomputations of the views of jobs with an open condition
-alert, and of the changes of the set of stuck gangs."""
+alert, and of the changes of the set of stuck gangs while a gang-deadlock alert is open
+(the one condition that reads it: gangs are bound pod by pod, each a change of the set)."""
+
+GANG_DEADLOCK = AlertKind.GANG_DEADLOCK.value
 
 WAKE_MARGIN_S = 1.0
 """How early a time-driven re-evaluation is scheduled: a little early costs one
@@ -136,6 +140,8 @@ class RecordIndex:
         a memo made at equal epochs read the same records (``decider``'s ``_epochs``)."""
         self.alert_job: dict[str, str] = {}
         self.alert_jobs: Counter[str] = Counter()
+        self.deadlock_alerts: set[str] = set()
+        """The keys of the open gang-deadlock alerts."""
         self.demands_memo: tuple[tuple[int, ...], float] | None = None
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
@@ -196,6 +202,10 @@ class RecordIndex:
 
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
+        self.deadlock_alerts.discard(key)
+        open_ = value is not None and value.get("resolved_at") is None
+        if open_ and value.get("kind") == GANG_DEADLOCK:
+            self.deadlock_alerts.add(key)
         old = self.alert_job.pop(key, None)
         if old is not None:
             self.alert_jobs[old] -= 1
@@ -328,7 +338,7 @@ class RecordIndex:
             now = (name in self.demands, name in self.stuck)
             if (was[0] or now[0]) and old != view:
                 self.epochs[DEMAND_VIEWS] += 1
-            if name in self.alert_jobs or was[1] != now[1]:
+            if name in self.alert_jobs or (was[1] != now[1] and self.deadlock_alerts):
                 self.epochs[ALERT_VIEWS] += 1
 
     def _compute(
@@ -422,6 +432,7 @@ class RecordIndex:
             "queues": dict(self.queues),
             "alert_job": self.alert_job,
             "alert_jobs": dict(self.alert_jobs),
+            "deadlock_alerts": self.deadlock_alerts,
         }
 
 
