@@ -203,8 +203,8 @@ class RecordIndex:
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
         self.deadlock_alerts.discard(key)
-        open_ = value is not None and value.get("resolved_at") is None
-        if open_ and value.get("kind") == GANG_DEADLOCK:
+        fields = value if value is not None else {}
+        if fields.get("resolved_at") is None and fields.get("kind") == GANG_DEADLOCK:
             self.deadlock_alerts.add(key)
         old = self.alert_job.pop(key, None)
         if old is not None:
