@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuyield.agents.controller import cluster, deadlock, incidents
+from gpuyield.agents.controller import cluster, deadlock, incidents, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -48,6 +48,7 @@ from gpuyield.agents.controller.records import (
     NODE,
     POD,
     PROGRESS,
+    QUEUE,
     SUSPENDED,
     VJOB,
     YIELD,
@@ -142,6 +143,8 @@ class RecordIndex:
         self.alert_jobs: Counter[str] = Counter()
         self.deadlock_alerts: set[str] = set()
         """The keys of the open gang-deadlock alerts."""
+        self.gpuless_queues: set[str] = set()
+        """The keys of the queues whose capability names no GPUs (``queue_capability``)."""
         self.demands_memo: tuple[tuple[int, ...], float] | None = None
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
@@ -185,6 +188,10 @@ class RecordIndex:
         self.epochs[kind] += 1
         if kind == ALERT:
             self._alert(key, value)
+        elif kind == QUEUE:
+            self.gpuless_queues.discard(key)
+            if value is not None and queue_capability.lacks_gpu(value):
+                self.gpuless_queues.add(key)
         keys = self.keys.setdefault(kind, set())
         if value is None:
             self.parsed.pop(key, None)
@@ -433,6 +440,7 @@ class RecordIndex:
             "alert_job": self.alert_job,
             "alert_jobs": dict(self.alert_jobs),
             "deadlock_alerts": self.deadlock_alerts,
+            "gpuless_queues": self.gpuless_queues,
         }
 
 
