@@ -1015,7 +1015,10 @@ def _alert_if_at_risk(s: _Step, demand: cluster.JobView) -> None:
 
 def _misconfigured_queues(s: _Step) -> list[queue_capability.Misconfigured]:
     """``queue_capability.check``, from the index's queues and GPUs (no queue that lacks a
-    GPU capability: nothing to find, and nothing summed)."""
+    GPU capability: nothing to find, and nothing summed; the index knows which lack one
+    unless this step wrote a queue)."""
+    if not s.index.gpuless_queues and not any(key.startswith(QUEUE) for key in s.writes):
+        return []
     queues = {key[len(QUEUE) :]: q for key, q in s.view.with_prefix(QUEUE)}
     if not any(queue_capability.lacks_gpu(q) for q in queues.values()):
         return []

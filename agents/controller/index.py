@@ -40,7 +40,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuyield.agents.controller import cluster, deadlock, incidents
+from gpuyield.agents.controller import cluster, deadlock, incidents, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import (
     ALERT,
@@ -48,6 +48,7 @@ from gpuyield.agents.controller.records import (
     NODE,
     POD,
     PROGRESS,
+    QUEUE,
     SUSPENDED,
     VJOB,
     YIELD,
@@ -63,6 +64,7 @@ from gpuyield.agents.controller.records import (
     YieldRecord,
 )
 from gpuyield.agents.controller.snapshot_parts import SnapshotParts
+from gpuyield.schemas.messages import AlertKind
 
 JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
 """The kinds of record a job's view is computed from."""
@@ -76,7 +78,10 @@ DEMAND_VIEWS = "demand views"
 
 ALERT_VIEWS = "alert views"
 """``epochs``' count of the recomputations of the views of jobs with an open condition
-alert, and of the changes of the set of stuck gangs."""
+alert, and of the changes of the set of stuck gangs while a gang-deadlock alert is open
+(the one condition that reads it: gangs are bound pod by pod, each a change of the set)."""
+
+GANG_DEADLOCK = AlertKind.GANG_DEADLOCK.value
 
 WAKE_MARGIN_S = 1.0
 """How early a time-driven re-evaluation is scheduled: a little early costs one
@@ -136,12 +141,19 @@ class RecordIndex:
         a memo made at equal epochs read the same records (``decider``'s ``_epochs``)."""
         self.alert_job: dict[str, str] = {}
         self.alert_jobs: Counter[str] = Counter()
+        self.deadlock_alerts: set[str] = set()
+        """The keys of the open gang-deadlock alerts."""
+        self.gpuless_queues: set[str] = set()
+        """The keys of the queues whose capability names no GPUs (``queue_capability``)."""
         self.demands_memo: tuple[tuple[int, ...], float] | None = None
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
         """The epochs at which no open condition alert had ended."""
         self.parts = SnapshotParts()
         """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``)."""
+        self.prepared: Prepared | None = None
+        """The views the last step computed for the table after its writes (``Scratch``),
+        which ``apply`` takes instead of computing them again when given those writes."""
 
     @classmethod
     def build(cls, records: Mapping[str, Record], config: ControllerConfig) -> RecordIndex:
@@ -155,11 +167,17 @@ class RecordIndex:
         return index
 
     def apply(self, writes: Writes, records: Mapping[str, Record]) -> None:
-        """Follow ``writes``, already applied to ``records`` (the table after them)."""
+        """Follow ``writes``, already applied to ``records`` (the table after them).
+
+        When they are the writes of the step just taken on this index, the job
+        views that step computed from them are the ones wanted: taken, not computed.
+        """
+        prepared, self.prepared = self.prepared, None
         for key, value in writes.items():
             self._key(key, value)
             self.track(key, value)
-        self.refresh(self.reader(records))
+        known = prepared.views if prepared is not None and prepared.made_by(writes) else None
+        self.refresh(self.reader(records), known=known)
 
     def reader(self, records: Mapping[str, Record]) -> Overlay:
         return Overlay(records, {}, self)
@@ -170,6 +188,10 @@ class RecordIndex:
         self.epochs[kind] += 1
         if kind == ALERT:
             self._alert(key, value)
+        elif kind == QUEUE:
+            self.gpuless_queues.discard(key)
+            if value is not None and queue_capability.lacks_gpu(value):
+                self.gpuless_queues.add(key)
         keys = self.keys.setdefault(kind, set())
         if value is None:
             self.parsed.pop(key, None)
@@ -187,6 +209,10 @@ class RecordIndex:
 
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
+        self.deadlock_alerts.discard(key)
+        fields = value if value is not None else {}
+        if fields.get("resolved_at") is None and fields.get("kind") == GANG_DEADLOCK:
+            self.deadlock_alerts.add(key)
         old = self.alert_job.pop(key, None)
         if old is not None:
             self.alert_jobs[old] -= 1
@@ -282,14 +308,31 @@ class RecordIndex:
             self.job_pods.setdefault(job, set()).add(tail)
             self.dirty.add(job)
 
-    def refresh(self, records: Overlay) -> None:
-        """Recompute the views of the jobs marked, reading ``records``."""
+    def refresh(
+        self,
+        records: Overlay,
+        *,
+        known: Mapping[str, cluster.JobView | None] | None = None,
+        before: dict[str, cluster.JobView | None] | None = None,
+    ) -> None:
+        """Recompute the views of the jobs marked, reading ``records``.
+
+        ``known``: views already computed from these records (a job's view
+        depends on its own records only), taken instead of computing them;
+        ``before``: where to keep each marked job's view from before its first
+        recomputation (a step's ``Scratch`` puts them back when it ends).
+        """
         config = self.config
         # A fresh set each time: popping from a set that once held every job (``build``)
         # scans its emptied slots, a cost that grows with the cluster.
         dirty, self.dirty = self.dirty, set()
         for name in dirty:
-            view = self._compute(name, records, config)
+            if before is not None and name not in before:
+                before[name] = self._views.get(name)
+            if known is not None and name in known:
+                view = known[name]
+            else:
+                view = self._compute(name, records, config)
             old = self._views.pop(name, None)
             was = (name in self.demands, name in self.stuck)
             if old is not None:
@@ -302,7 +345,7 @@ class RecordIndex:
             now = (name in self.demands, name in self.stuck)
             if (was[0] or now[0]) and old != view:
                 self.epochs[DEMAND_VIEWS] += 1
-            if name in self.alert_jobs or was[1] != now[1]:
+            if name in self.alert_jobs or (was[1] != now[1] and self.deadlock_alerts):
                 self.epochs[ALERT_VIEWS] += 1
 
     def _compute(
@@ -396,6 +439,8 @@ class RecordIndex:
             "queues": dict(self.queues),
             "alert_job": self.alert_job,
             "alert_jobs": dict(self.alert_jobs),
+            "deadlock_alerts": self.deadlock_alerts,
+            "gpuless_queues": self.gpuless_queues,
         }
 
 
@@ -418,19 +463,44 @@ class _Views(Mapping[str, cluster.JobView]):
         return len(self._index._views)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """The job views a step computed, with the job records' writes they were computed from."""
+
+    writes: dict[str, Record | None]
+    """Each job record the step wrote (``JOB_KINDS``), with the very value it read."""
+    views: dict[str, cluster.JobView | None]
+    """The views of the jobs those writes touch, as of those writes (None: no such job)."""
+
+    def made_by(self, writes: Writes) -> bool:
+        """Whether ``writes``' job records are exactly (the same objects) those the views read."""
+        ours = self.writes
+        seen = 0
+        for key, value in writes.items():
+            if key.startswith(JOB_KINDS):
+                if key not in ours or ours[key] is not value:
+                    return False
+                seen += 1
+        return seen == len(ours)
+
+
 class Scratch:
     """One step's view of the index: the step's own writes laid over it, taken off after.
 
     ``views`` brings the index up to the step's writes so far (the jobs they
     touch are recomputed from the step's overlay); ``restore`` returns it to
     the table the step started from, so the caller's index still describes
-    the caller's table, whatever the step wrote or raised.
+    the caller's table, whatever the step wrote or raised. Each job's view is
+    computed once: ``restore`` puts back the views from before the step, and
+    leaves the step's own as the index's ``prepared``, for ``apply`` to take
+    when it is given the same writes (the worker's next call, as a rule).
     """
 
     def __init__(self, index: RecordIndex, view: Overlay) -> None:
         self.index = index
         self.view = view
         self._applied: dict[str, Record | None] = {}
+        self._before: dict[str, cluster.JobView | None] = {}
 
     def views(self) -> Mapping[str, cluster.JobView]:
         index = self.index
@@ -440,8 +510,9 @@ class Scratch:
             if key in self._applied and self._applied[key] is value:
                 continue
             self._applied[key] = value
+            index.prepared = None  # the index changes: what a previous step prepared is stale
             index.track(key, value)
-        index.refresh(self.view)
+        index.refresh(self.view, before=self._before)
         return index.views()
 
     def known_jobs(self) -> frozenset[str]:
@@ -461,13 +532,18 @@ class Scratch:
         return total
 
     def restore(self) -> None:
+        index = self.index
         if not self._applied:
             return
+        ours = {name: index._views.get(name) for name in self._before}
+        complete = not index.dirty  # every job the writes touch has its view of them
         base = self.view.base
         for key in self._applied:
-            self.index.track(key, base.get(key))
+            index.track(key, base.get(key))
+        index.refresh(index.reader(base), known=self._before)
+        index.prepared = Prepared(dict(self._applied), ours) if complete else None
         self._applied.clear()
-        self.index.refresh(self.index.reader(base))
+        self._before.clear()
 
 
 def _discard(groups: dict[str, set[str]], key: str, member: str) -> None:

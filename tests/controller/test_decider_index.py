@@ -189,3 +189,23 @@ def _demand_events(name: str, pods: int, at: float) -> list[Input]:
 @given(ops)
 def test_an_index_kept_across_steps_equals_one_rebuilt_from_the_table(script: list[Op]) -> None:
     play(script)
+
+
+def test_writes_other_than_the_last_steps_are_followed_from_the_table() -> None:
+    """A step prepares its job views for ``apply``; when the caller drops that outcome
+    (a dead-lettered input) and applies other writes, the views follow those writes."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    carried = RecordIndex.build(records, config)
+    for n, message in enumerate(_demand_events("ft-9", 2, NOW + 5)):
+        outcome = step(records, message, f"in/0/{n}", config, index=carried)
+        apply(records, outcome)
+        carried.apply(outcome.writes, records)
+    gone = [_event(pod("ft-9", i, namespace="prod"), NOW + 9, deleted=True) for i in (0, 1)]
+    step(records, gone[0], "in/0/10", config, index=carried)  # its outcome is lost
+    outcome = step(records, gone[1], "in/0/11", config)  # the other pod's, stepped elsewhere
+    apply(records, outcome)
+    carried.apply(outcome.writes, records)
+    assert [p.name for p in carried.views()["prod/ft-9"].pods] == ["ft-9-worker-0"]
+    assert carried.state() == RecordIndex.build(records, config).state()

@@ -3,7 +3,7 @@ recurrence is a new incident with a new id; events are never resolved."""
 
 from __future__ import annotations
 
-from cluster_objects import T0, node, pod, pod_group, queue
+from cluster_objects import T0, event, node, pod, pod_group, queue
 from harness import NOW, Controller, production_demand, shared_pool
 from test_decider import ack
 from test_decider_live_path import suspended_trio
@@ -11,12 +11,15 @@ from test_gang_deadlock import deadlocked
 from test_queue_capability import cpu_and_memory_only, pool_with_production_capability_without_gpus
 
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.schemas.messages import (
     Alert,
     AlertKind,
     AlertState,
     CommandAction,
     JobProgress,
+    Tick,
     YieldOutcome,
 )
 
@@ -291,3 +294,27 @@ def test_a_starved_resume_is_resolved_once_the_job_resumes() -> None:
             "research/small-b",
         }
     )
+
+
+def test_a_deadlock_ends_on_the_bind_that_completes_a_gang_with_the_index_kept() -> None:
+    # As the worker steps: one index across the steps, whose memo of "nothing ended"
+    # the quiet ticks fill; the bind then changes only which gangs are stuck.
+    c = deadlocked(preemptable=False)
+    index = RecordIndex.build(c.records, c.config)
+    alerts: list[Alert] = []
+    inputs = [
+        Tick(at=NOW + 61),
+        Tick(at=NOW + 62),
+        event(node("gpu-06", gpus=5), NOW + 63),
+        event(pod("llm-b", 3, namespace="train", gpus=5, node="gpu-06"), NOW + 64),
+    ]
+    for n, message in enumerate(inputs):
+        outcome = step(c.records, message, f"in/1/{n}", c.config, index=index)
+        for key, value in outcome.writes.items():
+            if value is None:
+                c.records.pop(key, None)
+            else:
+                c.records[key] = value
+        index.apply(outcome.writes, c.records)
+        alerts += outcome.alerts
+    assert [a.state for a in alerts if a.kind is AlertKind.GANG_DEADLOCK] == [AlertState.RESOLVED]

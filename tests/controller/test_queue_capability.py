@@ -8,6 +8,8 @@ from cluster_objects import queue
 from harness import NOW, Controller, production_demand, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import Input, Outcome, step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.kube_facts import queue_record
 from gpuyield.agents.controller.queue_capability import gpu_capability, misconfigured
 from gpuyield.schemas.messages import AlertKind
@@ -87,3 +89,31 @@ def test_a_cpu_only_queue_without_gpu_jobs_raises_nothing() -> None:
 def test_the_record_keeps_which_resources_the_capability_names() -> None:
     record = queue_record(cpu_and_memory_only("research"))
     assert (record["capability"], record["capability_lists"]) == (None, ["cpu", "memory"])
+
+
+def test_with_the_index_kept_the_alert_comes_when_a_gpu_job_first_uses_the_queue() -> None:
+    # As the worker steps: the queue lost its GPU capability some steps before, with no
+    # GPU job in it yet; the index remembers which queues lack one.
+    c = pool_with_production_capability_without_gpus(ControllerConfig())
+    index = RecordIndex.build(c.records, c.config)
+    stepped = c.feed
+
+    def feed(message: Input, origin: str | None = None) -> Outcome:
+        c.offset += 1
+        outcome = step(c.records, message, origin or f"in/2/{c.offset}", c.config, index=index)
+        for key, value in outcome.writes.items():
+            if value is None:
+                c.records.pop(key, None)
+            else:
+                c.records[key] = value
+        index.apply(outcome.writes, c.records)
+        c.alerts += outcome.alerts
+        c.commands += outcome.commands
+        return outcome
+
+    c.feed = feed  # type: ignore[method-assign]
+    c.tick(NOW - 20)
+    production_demand(c)
+    c.feed = stepped  # type: ignore[method-assign]
+    assert [a.kind for a in c.alerts].count(AlertKind.QUEUE_MISCONFIGURED) == 1
+    assert c.commands == []
