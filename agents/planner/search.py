@@ -154,6 +154,10 @@ def _common_weight(shares: list[float], m: int) -> float:
     return shares[m - 1] * (1.0 - 1e-9)  # only by rounding: the shares alone sum to one
 
 
+_SKIPS_AT_MOST = 64
+"""Slots ``_SlotOrder.cheapest`` passes over in a row before it bounds the rest by the last."""
+
+
 @dataclass(slots=True)
 class _SlotOrder:
     """Further slots of one pod size by their lost bound, refined as far as some call read.
@@ -192,11 +196,14 @@ class _SlotOrder:
 
         This order's slots come cheapest first, so the walk stops once enough
         are taken; nodes in ``skip`` are left out. Infinity when there are not
-        enough.
+        enough. After ``_SKIPS_AT_MOST`` left-out slots in a row every slot
+        still to come is taken at the one just passed, which none of them
+        undercuts: still a lower bound, and deep in the search, where the
+        cheapest nodes all lie before ``first``, the walk stays short.
         """
         weak, refined = self.weak, self.refined
         taken: list[float] = []
-        k = r = 0
+        k = r = skipped = 0
         while len(taken) < short:
             if self.next_weak < len(weak) and (
                 r == len(refined) or weak[self.next_weak] <= refined[r]
@@ -211,7 +218,17 @@ class _SlotOrder:
             value, node_i, node = refined[r]
             r += 1
             if rank[node_i] < first or node in skip:
+                skipped += 1
+                if skipped > _SKIPS_AT_MOST:
+                    while len(taken) < short:
+                        if k < len(fresh) and fresh[k] <= value:
+                            taken.append(fresh[k])
+                            k += 1
+                        else:
+                            taken.append(value)
+                    break
                 continue
+            skipped = 0
             while k < len(fresh) and fresh[k] <= value and len(taken) < short:
                 taken.append(fresh[k])
                 k += 1
@@ -243,6 +260,13 @@ class _FloorOrder:
     weak: tuple[tuple[int, float, int], ...]  # (protected, cheap bound, node), sorted
     refined: list[tuple[int, float, int]] = field(default_factory=list)  # the tight bounds
     next_weak: int = 0  # weak[:next_weak] are in refined
+
+
+@dataclass(slots=True)
+class _Cutoff:
+    """Set by a reader of ``_nodes_by_floor`` when no further untouched node can win."""
+
+    untouched: bool = False
 
 
 @dataclass(slots=True)
@@ -404,8 +428,9 @@ class Search:
             elif free >= gpus:
                 keys.append((0, 0, 0.0, node_i))
             else:
-                floor = self._floor_of(node, gpus - free)
-                keys.append((1, self.node_bound[node][0], floor, node_i))
+                keys.append(
+                    (1, self.node_bound[node][0], self._floor_of(node, gpus - free), node_i)
+                )
         keys.sort()
         rank = [0] * len(keys)
         for r, key in enumerate(keys):
@@ -682,13 +707,19 @@ class Search:
             return
         heapq.heapify(ready)
         heapq.heapify(bounds)
-        nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds)
+        cutoff = _Cutoff()
+        nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
                 _, _, _, at, child = heapq.heappop(ready)
                 yield child, names[at], at
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
+            if tight and self._beyond_best(state, protected, lost, 1, None):
+                # A new victim and no less lost work lose to the best plan; the untouched
+                # nodes after this one lose no less (the best only improves): stop them.
+                cutoff.untouched = True
+                continue
             if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
                 continue  # every way to make room here loses to the best plan
             node = names[node_i]
@@ -714,8 +745,12 @@ class Search:
         first: int,
         count_protected: bool,
         final: list[tuple[int, float, int, bool]],
+        cutoff: _Cutoff,
     ) -> Iterator[tuple[int, float, int, bool]]:
         """Nodes to free room on, by their best known lower bound: (protected, lost, node, tight).
+
+        Once the reader sets ``cutoff.untouched``, only the nodes this branch
+        touched are handed out still.
 
         ``final`` holds the bounds of the nodes this branch changed. A node
         that hosts a victim's pods keeps the cheap bound (GPUs lacking times
@@ -753,6 +788,8 @@ class Search:
             for entry in itertools.islice(table.by_floor, start, None):
                 while final and final[0][:3] < entry:
                     yield heapq.heappop(final)
+                if cutoff.untouched:
+                    break
                 node = names[entry[2]]
                 if node not in changed and node not in touched:
                     yield (*entry, True)
@@ -766,7 +803,7 @@ class Search:
             self.floor_orders[(gpus, count_protected)] = order
         weak, refined = order.weak, order.refined
         r = 0
-        while True:
+        while not cutoff.untouched:
             if order.next_weak < len(weak) and (
                 r == len(refined) or weak[order.next_weak] < refined[r]
             ):
@@ -788,6 +825,8 @@ class Search:
             node = names[node_i]
             if rank[node_i] >= first and node not in changed and node not in touched:
                 yield protected, lost, node_i, True
+        while final:
+            yield heapq.heappop(final)
 
     def _bound_left(self, state: State, node: str, need: int) -> tuple[int, float] | None:
         """(protected, lost) lower bounds on freeing ``need`` more GPUs on ``node`` on this branch.
@@ -864,7 +903,33 @@ class Search:
             self.floor_cache[key] = found
         return found
 
+    def _clearing(self, node: str) -> tuple[int, float]:
+        """The GPUs ``node``'s candidates hold, and the least lost work of evicting them all.
+
+        Every pod there goes, so no knapsack: each job's pods there at their
+        loss rate, or the whole job where that many break its gang.
+        """
+        per: dict[int, list[int]] = {}  # candidate -> [pods there, GPUs there]
+        for g in self.groups.get(node, ()):
+            count = len(g.pods)
+            seen = per.get(g.candidate)
+            if seen is None:
+                per[g.candidate] = [count, g.gpus * count]
+            else:
+                seen[0] += count
+                seen[1] += g.gpus * count
+        held, total = 0, 0.0
+        for c, (count, on) in per.items():
+            cand = self.s.candidates[c]
+            held += on
+            alone = len(cand.pods) - cand.min_running >= count or count == len(cand.pods)
+            total += on * cand.lost_per_gpu_s if alone else cand.gpus * cand.lost_per_gpu_s
+        return held, total
+
     def _floor(self, node: str, need: int) -> float:
+        held, clear = self._clearing(node)
+        if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
+            return clear if need == held else math.inf
         jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
         on_node: dict[int, list[int]] = {}
         for g in self.groups.get(node, ()):
@@ -879,14 +944,6 @@ class Search:
                 alone = sum(sizes[: max(0, surplus)])
             rate = cand.lost_per_gpu_s
             jobs.append((alone, sum(sizes), rate, cand.gpus * rate))
-        held = sum(job[1] for job in jobs)
-        if need > held:
-            return math.inf
-        if need == held:  # every pod there goes (a whole-node pod on a full node)
-            total = 0.0
-            for alone, on, rate, whole in jobs:
-                total += on * rate if alone == on else whole
-            return total
         best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
         for alone, on, rate, whole in jobs:
             options = [(f, f * rate) for f in range(1, alone + 1)]
@@ -955,9 +1012,18 @@ class Search:
         return bound
 
     def _beyond_best(
-        self, state: State, protected: int, lost: float, victims: int = 0, weight: float = 0.0
+        self,
+        state: State,
+        protected: int,
+        lost: float,
+        victims: int = 0,
+        weight: float | None = 0.0,
     ) -> bool:
-        """No plan below ``state`` can beat the best: it adds at least these amounts."""
+        """No plan below ``state`` can beat the best: it adds at least these amounts.
+
+        ``weight`` None leaves the victims' weight out: the answer then never
+        turns from yes to no as ``(protected, lost)`` grow.
+        """
         if lost == math.inf:
             return True
         if self.best is None:
@@ -973,7 +1039,7 @@ class Search:
             return False
         # Lost work at least the best's: then more victims than the best loses too, and as
         # many loses when they weigh more (``weight`` is the least the new ones add).
-        if state.victims + victims != best.victim_jobs:
+        if state.victims + victims != best.victim_jobs or weight is None:
             return state.victims + victims > best.victim_jobs
         return state.weight + weight > best.victim_weight + 1e-9 * max(1.0, abs(best.victim_weight))
 
