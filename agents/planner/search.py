@@ -264,9 +264,10 @@ class _FloorOrder:
 
 @dataclass(slots=True)
 class _Cutoff:
-    """Set by a reader of ``_nodes_by_floor`` when no further untouched node can win."""
+    """Set by a reader of ``_nodes_by_floor`` when further untouched nodes cannot win."""
 
-    untouched: bool = False
+    untouched: bool = False  # none of them
+    past: tuple[int, float] | None = None  # none with this (protected, floor): skip past them
 
 
 @dataclass(slots=True)
@@ -414,31 +415,32 @@ class Search:
         that cannot host it; the first dive then takes the cheapest nodes in
         turn. Returns each node's rank, and for the nodes with a finite floor
         their (protected, floor, node) in rank order with their ranks, which
-        is the order ``_nodes_by_floor`` hands them out in. A single pod of a
-        size needs neither: node order, and no floor computed.
+        is the order ``_nodes_by_floor`` hands them out in. Nodes of one floor
+        come lightest candidate first: once one of them loses on weight, the
+        rest of them do too (``_Cutoff.past``). A single pod of a size needs
+        neither: node order, and no floor computed.
         """
         s = self.s
         if gpus == 0 or sum(1 for p in s.to_place if p.gpus == gpus) < 2:
             return tuple(range(len(s.node_names))), None, ()
-        keys: list[tuple[int, int, float, int]] = []
+        keys: list[tuple[int, int, float, float, int]] = []
         for node_i, node in enumerate(s.node_names):
             free = s.node_free[node]
             if not can_host(s, node, gpus) or (free < gpus and node not in self.node_bound):
-                keys.append((2, 0, 0.0, node_i))
+                keys.append((2, 0, 0.0, 0.0, node_i))
             elif free >= gpus:
-                keys.append((0, 0, 0.0, node_i))
+                keys.append((0, 0, 0.0, 0.0, node_i))
             else:
-                keys.append(
-                    (1, self.node_bound[node][0], self._floor_of(node, gpus - free), node_i)
-                )
+                floor = self._floor_of(node, gpus - free)
+                keys.append((1, self.node_bound[node][0], floor, self.node_weight[node_i], node_i))
         keys.sort()
         rank = [0] * len(keys)
         for r, key in enumerate(keys):
-            rank[key[3]] = r
+            rank[key[4]] = r
         by_floor = [(r, key) for r, key in enumerate(keys) if key[0] == 1 and key[2] < math.inf]
         return (
             tuple(rank),
-            tuple((protected, floor, node_i) for _, (_, protected, floor, node_i) in by_floor),
+            tuple((protected, floor, node_i) for _, (_, protected, floor, _, node_i) in by_floor),
             tuple(r for r, _ in by_floor),
         )
 
@@ -721,7 +723,8 @@ class Search:
                 cutoff.untouched = True
                 continue
             if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
-                continue  # every way to make room here loses to the best plan
+                cutoff.past = (protected, lost)  # every way to make room here loses to the best
+                continue
             node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
@@ -784,8 +787,11 @@ class Search:
         heapq.heapify(final)
         table = self.tables[gpus]
         if count_protected and table.by_floor is not None:
-            start = bisect.bisect_left(table.by_floor_ranks, first)
-            for entry in itertools.islice(table.by_floor, start, None):
+            at = bisect.bisect_left(table.by_floor_ranks, first)
+            entries = table.by_floor
+            while at < len(entries):
+                entry = entries[at]
+                at += 1
                 while final and final[0][:3] < entry:
                     yield heapq.heappop(final)
                 if cutoff.untouched:
@@ -793,6 +799,10 @@ class Search:
                 node = names[entry[2]]
                 if node not in changed and node not in touched:
                     yield (*entry, True)
+                    if cutoff.past is not None:  # the rest of this floor weigh no less
+                        while at < len(entries) and entries[at][:2] == cutoff.past:
+                            at += 1
+                        cutoff.past = None
             while final:
                 yield heapq.heappop(final)
             return
