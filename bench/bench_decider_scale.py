@@ -14,9 +14,7 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 - the latency of the steps that decided (ran the planner), median and p99,
   and the planner's own share of it (another part of the project);
 - a step's latency for the other inputs, median and p99;
-- the time to load the table and build its index (a worker's restart), as the
-  worker builds it (``DeciderIndex.of``: the heap frozen after the build, unless
-  ``--no-freeze-heap``, as ``GPUYIELD_DECIDER_FREEZE_HEAP=false`` leaves it);
+- the time to load the table and build its index (a worker's restart);
 - the process's peak resident memory once the 10,000-node table is loaded;
 - inputs per second and the planning steps' latency in CPU time of the
   process too (``time.process_time``), which the load of a shared machine
@@ -49,10 +47,6 @@ try:  # the incremental index (issue 14); absent on older checkouts, which rebui
     from gpuyield.agents.controller.index import RecordIndex
 except ImportError:  # pragma: no cover - measuring the code before the index
     RecordIndex = None  # type: ignore[assignment,misc]
-try:  # the worker's keeper of that index, which builds it as the worker does
-    from gpuyield.agents.worker.shell import DeciderIndex
-except ImportError:  # pragma: no cover - measuring the code before it
-    DeciderIndex = None  # type: ignore[assignment,misc]
 
 
 def load(stream: Stream, config: ControllerConfig) -> dict[str, Record]:
@@ -73,26 +67,8 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
-def build_index(table: dict[str, Record], config: ControllerConfig, freeze_heap: bool) -> Any:
-    """The index as the worker builds it on its first step: ``DeciderIndex.of``, which
-    freezes the heap after the build unless ``GPUYIELD_DECIDER_FREEZE_HEAP`` is off."""
-    if DeciderIndex is not None:
-        try:
-            kept = DeciderIndex(config, freeze_heap=freeze_heap)
-        except TypeError:  # pragma: no cover - a checkout before the freeze
-            kept = DeciderIndex(config)
-        return kept.of(table)
-    return RecordIndex.build(table, config) if RecordIndex is not None else None
-
-
 def run(
-    nodes: int,
-    inputs: int,
-    warmup: int,
-    urgent_every: int,
-    share: float,
-    seed: int,
-    freeze_heap: bool = True,
+    nodes: int, inputs: int, warmup: int, urgent_every: int, share: float, seed: int
 ) -> dict[str, Any]:
     config = ControllerConfig()
     stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
@@ -100,7 +76,7 @@ def run(
     table = load(stream, config)
     loaded_s = time.perf_counter() - started
     started = time.perf_counter()
-    index = build_index(table, config, freeze_heap)
+    index = RecordIndex.build(table, config) if RecordIndex is not None else None
     index_s = time.perf_counter() - started
     planner_s = [0.0, 0.0]  # wall, CPU
 
@@ -193,11 +169,6 @@ def main() -> None:
     parser.add_argument("--unschedulable-share", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument(  # the worker's default is GPUYIELD_DECIDER_FREEZE_HEAP=true
-        "--no-freeze-heap",
-        action="store_true",
-        help="as a worker with GPUYIELD_DECIDER_FREEZE_HEAP=false: the heap is not frozen",
-    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -209,7 +180,6 @@ def main() -> None:
                 args.urgent_every,
                 args.unschedulable_share,
                 args.seed + r,
-                not args.no_freeze_heap,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

@@ -179,7 +179,6 @@ def worker_command(
                     instance=socket.gethostname(),
                     metrics=metrics if served is not None else None,
                     attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
-                    freeze_heap=settings.decider_freeze_heap,
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

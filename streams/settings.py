@@ -451,15 +451,6 @@ class Settings(BaseSettings):
             "long is reported stalled (gpuyield status, the live view). Default 60."
         ),
     )
-    decider_freeze_heap: bool = Field(
-        True,
-        description=(
-            "Once the worker has recovered the decider's table and built its index, take "
-            "what the process holds then out of Python's garbage collections (gc.freeze): "
-            "at 10,000 nodes each full collection otherwise walks the whole table, 0.4 s "
-            "of CPU in the middle of a step. Default: on."
-        ),
-    )
     live_view_every_s: float = Field(
         0.5,
         gt=0,

@@ -47,7 +47,6 @@ def main() -> int:
             tick_s=TICK_S,
             heartbeat_partitions=settings.topic_partitions,
             data_dir=str(Path(settings.state_dir) / "faust"),
-            freeze_heap=settings.decider_freeze_heap,
         ),
         settings.controller,
         publish_view=writer.publish,

@@ -151,10 +151,6 @@ class WorkerOptions:
     attempts: Attempts = field(default_factory=Attempts)
     """How often a message's effects are tried before it goes to dead letters (``attempts.py``)."""
 
-    freeze_heap: bool = False
-    """Freeze the heap once the decider's index is built (``shell.freeze_heap``); the CLI
-    passes ``GPUYIELD_DECIDER_FREEZE_HEAP`` (on by default)."""
-
 
 def build_app(
     options: WorkerOptions,
@@ -329,7 +325,7 @@ def build_app(
     )
 
     journaller = Journal(config)
-    index = DeciderIndex(config, freeze_heap=options.freeze_heap)
+    index = DeciderIndex(config)
 
     async def partitions_moved(_sender: Any, *_args: Any, **_kwargs: Any) -> None:
         index.reset()  # the table may be recovered from its changelog: rebuild from it

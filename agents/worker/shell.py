@@ -16,7 +16,6 @@ tested without a broker (``tests/worker/test_shell.py``):
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
@@ -70,21 +69,16 @@ class DeciderIndex:
 
     Built from the table on the first step, and again on the first step after
     the worker's partitions moved (``reset``): the table may then have been
-    recovered from its changelog, and only the table is the truth. With
-    ``freeze_heap`` (``GPUYIELD_DECIDER_FREEZE_HEAP``), each build ends with
-    ``freeze_heap()``.
+    recovered from its changelog, and only the table is the truth.
     """
 
-    def __init__(self, config: ControllerConfig, *, freeze_heap: bool = False) -> None:
+    def __init__(self, config: ControllerConfig) -> None:
         self.config = config
-        self.freeze_heap = freeze_heap
         self.index: RecordIndex | None = None
 
     def of(self, records: Mapping[str, Any]) -> RecordIndex:
         if self.index is None:
             self.index = RecordIndex.build(records, self.config)
-            if self.freeze_heap:
-                freeze_heap()
         return self.index
 
     def apply(self, writes: Writes, records: Mapping[str, Any]) -> None:
@@ -93,21 +87,6 @@ class DeciderIndex:
 
     def reset(self) -> None:
         self.index = None
-
-
-def freeze_heap() -> None:
-    """Take what the process holds now out of Python's cyclic garbage collections.
-
-    Once the table is recovered and its index built, the process holds
-    millions of objects that live as long as it does (at 10,000 nodes, 125,000
-    records and 30,000 job views), and every full collection walks all of
-    them: 0.4 s of CPU each at that size, in the middle of a step. Frozen
-    (``gc.freeze``), they are left out of every later collection; each is still
-    freed when nothing refers to it any more (the records hold no cycles). One
-    full collection first, so that no garbage is frozen with them.
-    """
-    gc.collect()
-    gc.freeze()
 
 
 def decide(

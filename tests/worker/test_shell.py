@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import sys
 from pathlib import Path
 
@@ -88,29 +87,6 @@ def test_an_index_reset_after_a_rebalance_is_rebuilt_from_the_table() -> None:
     after = index.of(TableView(table))
     assert after is not before
     assert after.cluster_gpus == before.cluster_gpus + 8
-
-
-def test_an_index_built_with_freeze_heap_leaves_the_recovered_table_out_of_collections() -> None:
-    table = table_of_shared_pool()
-    assert gc.is_tracked(table)
-    gc.unfreeze()
-    try:
-        DeciderIndex(CONFIG, freeze_heap=True).of(TableView(table))
-        assert all(walked is not table for walked in _collected_objects())
-    finally:
-        gc.unfreeze()
-
-
-def test_an_index_built_without_freeze_heap_freezes_nothing() -> None:
-    table = table_of_shared_pool()
-    gc.unfreeze()
-    DeciderIndex(CONFIG).of(TableView(table))
-    assert gc.get_freeze_count() == 0
-
-
-def _collected_objects() -> list[object]:
-    """What the cyclic collector still walks: every generation's objects, the frozen left out."""
-    return gc.get_objects()
 
 
 def test_writes_land_on_the_table_and_deletions_remove_keys() -> None:
