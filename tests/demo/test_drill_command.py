@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.test_demo_command import GPUYIELD, demo_env, marked
+from demo.test_demo_command import GPUYIELD, commands, demo_env, started_by
 from gpuyield.agents.demo.drill import BURST_PODS, OFFLINE
 
 
@@ -59,7 +59,8 @@ def test_the_drill_reports_a_complete_timeline_and_the_resumes_from_checkpoints(
     assert sorted(r["job"] for r in document["resumptions"]) == sorted(victims)
     assert (result.returncode == 0) == all(b["met"] for b in document["budgets"])
     assert (result.returncode == 0) == document["passed"]
-    assert marked(mark) == []
+    left = started_by(mark, tmp_path)
+    assert left == [], commands(left)
 
 
 def test_a_cluster_too_small_for_the_drill_is_refused(tmp_path: Path) -> None:
