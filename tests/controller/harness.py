@@ -23,6 +23,15 @@ from gpuyield.schemas.messages import (
 )
 
 
+def apply_writes(records: dict[str, Any], outcome: Outcome) -> None:
+    """What the worker's table does with a step's writes: None deletes."""
+    for key, value in outcome.writes.items():
+        if value is None:
+            records.pop(key, None)
+        else:
+            records[key] = value
+
+
 @dataclass
 class Controller:
     config: ControllerConfig = field(default_factory=ControllerConfig)
@@ -51,11 +60,7 @@ class Controller:
             self.config,
             planner=self.planner,
         )
-        for key, value in outcome.writes.items():
-            if value is None:
-                self.records.pop(key, None)
-            else:
-                self.records[key] = value
+        apply_writes(self.records, outcome)
         self.rounds += outcome.decisions
         self.decisions += (d for d in outcome.decisions if d.commands)
         self.commands += outcome.commands

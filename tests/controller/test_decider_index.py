@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 from cluster_objects import pod, pod_group
-from harness import NOW, production_demand, shared_pool
+from harness import NOW, apply_writes, production_demand, shared_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -63,14 +63,6 @@ def outcome_digest(outcome: Outcome) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def apply(records: dict[str, Any], outcome: Outcome) -> None:
-    for key, value in outcome.writes.items():
-        if value is None:
-            records.pop(key, None)
-        else:
-            records[key] = value
-
-
 @pytest.mark.parametrize("recording", sorted(p.name for p in DATA.glob("decider_reference*")))
 def test_a_recorded_stream_gives_byte_identical_outcomes_through_the_index(
     recording: str,
@@ -87,7 +79,7 @@ def test_a_recorded_stream_gives_byte_identical_outcomes_through_the_index(
             assert outcome_digest(outcome) == entry["digest"], (
                 f"{entry['origin']}: {entry['kind']} gave another outcome than recorded"
             )
-            apply(records, outcome)
+            apply_writes(records, outcome)
             index.apply(outcome.writes, records)
             decided += len(outcome.decisions)
     assert decided > 0  # the recording exercises the decisions, not only the inputs
@@ -148,7 +140,7 @@ def play(script: list[Op]) -> None:
             fresh = step(records, message, origin, config, index=RecordIndex.build(records, config))
             outcome = step(records, message, origin, config, index=carried)
             assert outcome_digest(outcome) == outcome_digest(fresh)
-            apply(records, outcome)
+            apply_writes(records, outcome)
             carried.apply(outcome.writes, records)
             commands += outcome.commands
             rebuilt = RecordIndex.build(records, config)
@@ -200,12 +192,12 @@ def test_writes_other_than_the_last_steps_are_followed_from_the_table() -> None:
     carried = RecordIndex.build(records, config)
     for n, message in enumerate(_demand_events("ft-9", 2, NOW + 5)):
         outcome = step(records, message, f"in/0/{n}", config, index=carried)
-        apply(records, outcome)
+        apply_writes(records, outcome)
         carried.apply(outcome.writes, records)
     gone = [_event(pod("ft-9", i, namespace="prod"), NOW + 9, deleted=True) for i in (0, 1)]
     step(records, gone[0], "in/0/10", config, index=carried)  # its outcome is lost
     outcome = step(records, gone[1], "in/0/11", config)  # the other pod's, stepped elsewhere
-    apply(records, outcome)
+    apply_writes(records, outcome)
     carried.apply(outcome.writes, records)
     assert [p.name for p in carried.views()["prod/ft-9"].pods] == ["ft-9-worker-0"]
     assert carried.state() == RecordIndex.build(records, config).state()

@@ -4,7 +4,7 @@ recurrence is a new incident with a new id; events are never resolved."""
 from __future__ import annotations
 
 from cluster_objects import T0, event, node, pod, pod_group, queue
-from harness import NOW, Controller, production_demand, shared_pool
+from harness import NOW, Controller, apply_writes, production_demand, shared_pool
 from test_decider import ack
 from test_decider_live_path import suspended_trio
 from test_gang_deadlock import deadlocked
@@ -310,11 +310,7 @@ def test_a_deadlock_ends_on_the_bind_that_completes_a_gang_with_the_index_kept()
     ]
     for n, message in enumerate(inputs):
         outcome = step(c.records, message, f"in/1/{n}", c.config, index=index)
-        for key, value in outcome.writes.items():
-            if value is None:
-                c.records.pop(key, None)
-            else:
-                c.records[key] = value
+        apply_writes(c.records, outcome)
         index.apply(outcome.writes, c.records)
         alerts += outcome.alerts
     assert [a.state for a in alerts if a.kind is AlertKind.GANG_DEADLOCK] == [AlertState.RESOLVED]

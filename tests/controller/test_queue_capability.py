@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_objects import queue
-from harness import NOW, Controller, production_demand, shared_pool
+from harness import NOW, Controller, apply_writes, production_demand, shared_pool
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
@@ -101,11 +101,7 @@ def test_with_the_index_kept_the_alert_comes_when_a_gpu_job_first_uses_the_queue
     def feed(message: Input, origin: str | None = None) -> Outcome:
         c.offset += 1
         outcome = step(c.records, message, origin or f"in/2/{c.offset}", c.config, index=index)
-        for key, value in outcome.writes.items():
-            if value is None:
-                c.records.pop(key, None)
-            else:
-                c.records[key] = value
+        apply_writes(c.records, outcome)
         index.apply(outcome.writes, c.records)
         c.alerts += outcome.alerts
         c.commands += outcome.commands
