@@ -16,19 +16,30 @@ held by a rebalance) is raced against a suspension exactly as before, the
 coroutine driven on from where it stopped. While the flow is suspended, or
 the service stopping, delivery goes through ``wait_first`` as in faust.
 The rest of the drain loop is faust 0.15's ``Consumer._drain_messages``.
+
+The same consumer reads again what faust dropped. A partition the group
+never committed is read from its beginning after each rebalance
+(``streams/rewind_uncommitted.py``): faust's seek to the committed offsets
+leaves such a partition past the records it dropped while the rebalance was
+under way. And every few commit intervals, a partition read past records
+that nothing will process is sought back (``streams/stranded_records.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import types
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Iterable, Mapping, Set
 from typing import Any, cast
 
 from faust.transport.consumer import CONSUMER_FETCHING
 from faust.transport.drivers import aiokafka as faust_aiokafka
-from faust.types import Message
+from faust.types import TP, Message
 from mode import ServiceT
+
+from gpuyield.streams.rewind_uncommitted import rewind_never_committed
+from gpuyield.streams.stranded_records import MAX_SEEKS_BACK, Seen, StrandedWatch
 
 
 @types.coroutine
@@ -81,6 +92,109 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
             return  # delivered without waiting: the common case
         await self.wait_first(_finish(coro, yielded), self.suspend_flow.wait())
 
+    _stranded: StrandedWatch[TP] | None = None
+    _next_stranded_check: float = 0.0
+
+    @property
+    def stranded(self) -> StrandedWatch[TP]:
+        """Partitions read past records nothing will process (``streams/stranded_records.py``)."""
+        if self._stranded is None:
+            self._stranded = StrandedWatch()
+        return self._stranded
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        committed = await super().seek_to_committed()
+        thread = cast(Any, self)._thread
+        if self.app.conf.consumer_auto_offset_reset == "earliest":
+            rewound = await thread.call_thread(
+                rewind_never_committed,
+                thread._ensure_consumer(),
+                committed,
+                self._is_changelog_tp,
+            )
+            if rewound:
+                self.log.info(
+                    "Never committed, read from the beginning: %s",
+                    ", ".join(f"{tp.topic}[{tp.partition}]" for tp in rewound),
+                )
+        return committed
+
+    async def on_partitions_revoked(self, revoked: Set[TP]) -> None:
+        self.stranded.forget(revoked)
+        await super().on_partitions_revoked(revoked)
+
+    def _positions(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """aiokafka's positions (the next offset it hands over), where it has one.
+
+        Read in place: only the fetch loop, between its batches, or a seek
+        moves them.
+        """
+        kafka = cast(Any, self)._thread._consumer
+        assignment = kafka._subscription.subscription.assignment if kafka is not None else None
+        if assignment is None:
+            return {}
+        positions: dict[TP, int] = {}
+        for tp in tps:
+            try:
+                state = assignment.state_value(tp)
+            except (KeyError, AssertionError):
+                continue
+            if state is not None and state.has_valid_position:
+                positions[tp] = state.position
+        return positions
+
+    def _busy(self, tps: Iterable[TP]) -> set[TP]:
+        """Of ``tps``, those with an event not yet acknowledged or waiting in an agent's buffer."""
+        unacked = {message.tp for message in cast(Any, self)._unacked_messages}
+        channels_of = cast(Any, self.app.topics)._topic_name_index
+        busy: set[TP] = set()
+        for tp in tps:
+            queues = (getattr(channel, "_queue", None) for channel in channels_of.get(tp.topic, ()))
+            if tp in unacked or any(q is not None and not q.empty() for q in queues):
+                busy.add(tp)
+        return busy
+
+    async def _seek_back_stranded(self) -> None:
+        """Seek back each flowing partition read past records that nothing will process."""
+        now = time.monotonic()
+        if now < self._next_stranded_check:
+            return
+        self._next_stranded_check = now + max(5.0, 2 * float(self.commit_interval))
+        if not self.flow_active or cast(Any, self.app).rebalancing:
+            self.stranded.check({})  # a rebalance seeks everything anyway: start over
+            return
+        acks = self.app.topics.acks_enabled_for  # only acknowledged input commits as it goes
+        flowing = [
+            tp
+            for tp in self._get_active_partitions()
+            if acks(tp.topic) and not self._is_changelog_tp(tp)
+        ]
+        busy = self._busy(flowing)
+        committed = cast(Any, self)._committed_offset
+        seen = {
+            tp: Seen(position=position, committed=committed.get(tp) or 0, idle=tp not in busy)
+            for tp, position in self._positions(flowing).items()
+        }
+        verdict = self.stranded.check(seen)
+        for tp, offset in verdict.seek_back.items():
+            self.log.warning(
+                "%s[%s]: position %s but committed %s, with nothing in flight: "
+                "records no agent processed, reading them again",
+                tp.topic,
+                tp.partition,
+                seen[tp].position,
+                offset,
+            )
+            await self.seek(tp, offset)
+        for tp in verdict.given_up:
+            self.log.error(
+                "%s[%s]: sought back to %s %s times, still not processed; left to the stall watch",
+                tp.topic,
+                tp.partition,
+                seen[tp].committed,
+                MAX_SEEKS_BACK,
+            )
+
     async def _drain_messages(self, fetcher: ServiceT) -> None:  # pragma: no cover
         # faust 0.15's loop, delivery aside (see the module's docstring).
         this = cast(Any, self)
@@ -125,6 +239,7 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
                                 message.key,
                                 message.value,
                             )
+                    await self._seek_back_stranded()
                     unset_flag(CONSUMER_FETCHING)
         except this.consumer_stopped_errors:
             if self.transport.app.should_stop:
