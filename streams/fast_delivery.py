@@ -106,11 +106,8 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
         committed = await super().seek_to_committed()
         thread = cast(Any, self)._thread
         if self.app.conf.consumer_auto_offset_reset == "earliest":
-            rewound = await thread.call_thread(
-                rewind_never_committed,
-                thread._ensure_consumer(),
-                committed,
-                self._is_changelog_tp,
+            rewound = rewind_never_committed(
+                thread._ensure_consumer(), committed, self._is_changelog_tp
             )
             if rewound:
                 self.log.info(
@@ -143,15 +140,20 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
                 positions[tp] = state.position
         return positions
 
-    def _busy(self, tps: Iterable[TP]) -> set[TP]:
-        """Of ``tps``, those with an event not yet acknowledged or waiting in an agent's buffer."""
-        unacked = {message.tp for message in cast(Any, self)._unacked_messages}
-        channels_of = cast(Any, self.app.topics)._topic_name_index
-        busy: set[TP] = set()
-        for tp in tps:
-            queues = (getattr(channel, "_queue", None) for channel in channels_of.get(tp.topic, ()))
-            if tp in unacked or any(q is not None and not q.empty() for q in queues):
-                busy.add(tp)
+    def _busy(self) -> set[TP]:
+        """Partitions with an event not yet acknowledged or waiting in an agent's buffer.
+
+        By partition, not by buffer: one agent reads several topics (the
+        decider's ticks keep its buffer busy while a kube-events partition is
+        stranded behind them).
+        """
+        busy = {message.tp for message in cast(Any, self)._unacked_messages}
+        for channel in cast(Any, self.app.topics)._topics:
+            queue = getattr(channel, "_queue", None)  # made on first use: none yet is empty
+            for event in list(getattr(queue, "_queue", ())):  # asyncio.Queue's deque
+                message = getattr(event, "message", None)
+                if message is not None:
+                    busy.add(message.tp)
         return busy
 
     async def _seek_back_stranded(self) -> None:
@@ -169,7 +171,7 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
             for tp in self._get_active_partitions()
             if acks(tp.topic) and not self._is_changelog_tp(tp)
         ]
-        busy = self._busy(flowing)
+        busy = self._busy()
         committed = cast(Any, self)._committed_offset
         seen = {
             tp: Seen(position=position, committed=committed.get(tp) or 0, idle=tp not in busy)

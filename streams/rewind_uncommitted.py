@@ -41,7 +41,7 @@ def never_committed(
     )
 
 
-async def rewind_never_committed(
+def rewind_never_committed(
     consumer: AIOKafkaConsumer,
     committed: Mapping[TopicPartition, int | None],
     skip: Callable[[TopicPartition], bool],
@@ -50,10 +50,13 @@ async def rewind_never_committed(
 
     ``committed`` is what ``seek_to_committed`` returned; ``skip`` names
     partitions positioned by someone else (a table's changelog, which recovery
-    reads from offsets of its own).
+    reads from offsets of its own). The seek is to offset 0 at once, not
+    ``seek_to_beginning``, which waits for a list-offsets round trip (1.5 s
+    of every rebalance on the test broker): where retention has deleted the
+    first records, the fetch answers out of range and ``earliest`` moves it on.
     """
     rewound = never_committed(committed, skip)
-    if rewound:
-        seek: Any = consumer.seek_to_beginning
-        await seek(*rewound)
+    seek: Any = consumer.seek
+    for tp in rewound:
+        seek(tp, 0)
     return rewound

@@ -70,7 +70,7 @@ async def test_a_never_committed_partition_read_past_dropped_records_is_read_aga
         assert await consumer.position(committed_tp) == 2
         assert await consumer.position(never_tp) == 4  # aiokafka left it past the dropped ones
 
-        rewound = await rewind_never_committed(consumer, committed, skip=lambda tp: False)
+        rewound = rewind_never_committed(consumer, committed, skip=lambda tp: False)
 
         assert rewound == [never_tp]
         assert await consumer.position(never_tp) == 0
