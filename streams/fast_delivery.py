@@ -92,15 +92,11 @@ class DeliveringConsumer(faust_aiokafka.Consumer):
             return  # delivered without waiting: the common case
         await self.wait_first(_finish(coro, yielded), self.suspend_flow.wait())
 
-    _stranded: StrandedWatch[TP] | None = None
-    _next_stranded_check: float = 0.0
-
-    @property
-    def stranded(self) -> StrandedWatch[TP]:
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.stranded: StrandedWatch[TP] = StrandedWatch()
         """Partitions read past records nothing will process (``streams/stranded_records.py``)."""
-        if self._stranded is None:
-            self._stranded = StrandedWatch()
-        return self._stranded
+        self._next_stranded_check = 0.0
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         committed = await super().seek_to_committed()

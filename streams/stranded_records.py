@@ -17,7 +17,8 @@ the heartbeats in between were never folded.
 
 So the worker's consumer checks, every few commit intervals, each flowing
 partition: its position, its committed offset, and whether anything of it is
-in flight (an event not yet acknowledged, an agent's buffer not empty). A
+in flight (an event of it not yet acknowledged, or waiting in an agent's
+buffer). A
 partition idle at two checks in a row, with the same position and committed
 offset and the position past the committed offset, has records that nothing
 will process: it is sought back to its committed offset. Records processed
@@ -47,7 +48,7 @@ class Seen:
     committed: int
     """The next offset the group would read after a restart (0 when never committed)."""
     idle: bool
-    """Nothing of it in flight: no event unacknowledged, every agent's buffer empty."""
+    """Nothing of it in flight: none of its events unacknowledged or in an agent's buffer."""
 
 
 @dataclass(frozen=True, slots=True)
