@@ -177,6 +177,7 @@ def worker_command(
                     reservation_reconcile_s=settings.reservation_reconcile_s,
                     event_writer=events,
                     instance=socket.gethostname(),
+                    spared_events=settings.kube_events_spared,
                     metrics=metrics if served is not None else None,
                     attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
                 ),

@@ -102,6 +102,11 @@ def parse_priority_classes(value: Any) -> Any:
     return pairs
 
 
+SPARED_EVENTS = 20
+"""How many ``Spared`` Kubernetes Events one decision writes at most, by default
+(``GPUYIELD_KUBE_EVENTS_SPARED``); every victim gets its ``GracefulYield`` whatever this is."""
+
+
 class ControllerConfig(BaseModel):
     """The decider's knobs, each with its unit and why it has its default."""
 

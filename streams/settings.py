@@ -66,6 +66,7 @@ from pydantic_settings import (
 from gpuyield.schemas.config import (
     KNOBS,
     POLICY_HELP,
+    SPARED_EVENTS,
     ControllerConfig,
     NodeAgentKnobs,
     knob_paths,
@@ -382,6 +383,17 @@ class Settings(BaseSettings):
             "yields (GracefulYield), spares (Spared) or resumes (Resumed), with the preemptor "
             "and the rule: kubectl describe vcjob shows why. Needs the same Kubernetes access "
             "as kube_reservations. Default: off."
+        ),
+    )
+    kube_events_spared: int = Field(
+        SPARED_EVENTS,
+        ge=0,
+        description=(
+            "With kube_events: at most this many Spared Events per decision, on the kept "
+            "candidates the plan came closest to taking (unprotected first, then the least "
+            "work lost); every victim still gets its GracefulYield. A plan at 1,000 nodes "
+            "keeps some 2,000 eligible jobs; the decision record keeps them all, and "
+            "gpuyield audit JOB reads any job's verdict. 0: no Spared Events."
         ),
     )
     kubeconfig: Path | None = Field(

@@ -153,6 +153,11 @@ def test_the_sasl_password_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
         ("GPUYIELD_EVICTION_WINDOW_S", "0", "GPUYIELD_EVICTION_WINDOW_S: must be > 0"),
         ("GPUYIELD_NVLINK_LABEL", "nvidia.com/", "GPUYIELD_NVLINK_LABEL: 'nvidia.com/' is not a"),
         ("GPUYIELD_PRIORITY_CLASSES", "prod:1000", "GPUYIELD_PRIORITY_CLASSES: 'prod:1000' is not"),
+        (
+            "GPUYIELD_KUBE_EVENTS_SPARED",
+            "-1",
+            "GPUYIELD_KUBE_EVENTS_SPARED: input should be greater",
+        ),
     ],
 )
 def test_a_bad_value_is_exit_2_and_one_line_naming_the_variable(

@@ -37,6 +37,10 @@ from gpuyield.schemas.messages import (
     YieldCommand,
     YieldOutcome,
 )
+from gpuyield.schemas.plan import Candidate, Victim
+
+CHEAPER_PLAN = "a cheaper plan existed without it"
+"""Why an eligible, unprotected candidate was spared."""
 
 FINISHED_PHASES = frozenset({"Completed", "Failed", "Terminated"})
 
@@ -181,32 +185,43 @@ def considered(decision: Decision, job: str) -> Considered | None:
         return None
     for victim in plan.victims:
         if victim.job == job:
-            return Considered(
-                **base,
-                preemptor=decision.demand,
-                role="victim",
-                rule=victim.reason,
-                w_eff=victim.w_eff,
-                lost_gpu_seconds=victim.lost_gpu_seconds,
-            )
+            return victim_considered(decision, victim)
     for candidate in plan.candidates:
-        if candidate.job != job:
-            continue
-        refusals = [v for v in candidate.verdicts if not v.allowed or v.protected]
-        rule = (
-            f"{refusals[0].rule}: {refusals[0].reason}"
-            if refusals
-            else "a cheaper plan existed without it"
-        )
-        return Considered(
-            **base,
-            preemptor=decision.demand,
-            role="ineligible" if candidate.outcome == "ineligible" else "spared",
-            rule=rule,
-            w_eff=candidate.w_eff,
-            lost_gpu_seconds=candidate.lost_gpu_seconds,
-        )
+        if candidate.job == job:
+            return candidate_considered(decision, candidate)
     return None
+
+
+def victim_considered(decision: Decision, victim: Victim) -> Considered:
+    """How ``decision`` weighed ``victim``: taken, with the rule that chose it."""
+    return Considered(
+        decision_id=decision.decision_id,
+        at=decision.decided_at,
+        preemptor=decision.demand,
+        role="victim",
+        rule=victim.reason,
+        w_eff=victim.w_eff,
+        lost_gpu_seconds=victim.lost_gpu_seconds,
+    )
+
+
+def candidate_considered(decision: Decision, candidate: Candidate) -> Considered:
+    """How ``decision`` weighed a candidate it did not take: spared or ineligible, and why.
+
+    The first rule that refused it or protected it is the reason; an eligible,
+    unprotected candidate was spared because a cheaper plan existed.
+    """
+    refusals = [v for v in candidate.verdicts if not v.allowed or v.protected]
+    rule = f"{refusals[0].rule}: {refusals[0].reason}" if refusals else CHEAPER_PLAN
+    return Considered(
+        decision_id=decision.decision_id,
+        at=decision.decided_at,
+        preemptor=decision.demand,
+        role="ineligible" if candidate.outcome == "ineligible" else "spared",
+        rule=rule,
+        w_eff=candidate.w_eff,
+        lost_gpu_seconds=candidate.lost_gpu_seconds,
+    )
 
 
 def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:

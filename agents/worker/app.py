@@ -60,6 +60,7 @@ from gpuyield.agents.worker.shell import (
     publish_outcome,
 )
 from gpuyield.agents.worker.view_pacing import ViewPacer
+from gpuyield.schemas.config import SPARED_EVENTS
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
@@ -144,6 +145,9 @@ class WorkerOptions:
 
     instance: str = "gpuyield-worker"
     """The Events' ``reportingInstance``: this worker (its pod's name in a cluster)."""
+
+    spared_events: int = SPARED_EVENTS
+    """At most this many ``Spared`` Events per decision (``GPUYIELD_KUBE_EVENTS_SPARED``)."""
 
     metrics: WorkerMetrics | None = None
     """Prometheus families to update (``--metrics-port``); None: nothing is measured."""
@@ -387,6 +391,7 @@ def build_app(
                     outcome.decisions,
                     TableView(decider_table),
                     options.instance,
+                    options.spared_events,
                 )
             if publish_view is not None:
                 now = time.time()

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpuyield.agents.controller.job_events import decision_events
 from gpuyield.agents.controller.records import VJOB
+from gpuyield.schemas.config import SPARED_EVENTS
 from gpuyield.schemas.messages import Decision
 from gpuyield.streams.kube_job_events import EventWriter
 
@@ -37,9 +38,10 @@ async def write_events(
     decisions: Sequence[Decision],
     records: Mapping[str, Any],
     instance: str,
+    spared_limit: int = SPARED_EVENTS,
 ) -> list[str]:
     """Write the Events of ``decisions``; the failures, logged, never raised."""
-    events = decision_events(decisions, uid_lookup(records), instance)
+    events = decision_events(decisions, uid_lookup(records), instance, spared_limit=spared_limit)
     if not events:
         return []
     try:

@@ -9,10 +9,12 @@ from gpuyield.agents.controller.job_events import (
     NOTE_LIMIT,
     RESUMED,
     SPARED,
+    closest_spared,
     decision_events,
     micro_time,
 )
 from gpuyield.schemas.messages import RoundOutcome
+from gpuyield.schemas.plan import Candidate
 
 UIDS = {"research/sweep-0": "uid-sweep-0", "research/sweep-1": "uid-sweep-1"}
 
@@ -56,6 +58,50 @@ def test_the_candidate_the_plan_kept_gets_spared_with_its_rule() -> None:
     assert all(
         "spared when prod/ft-llama (preemptor) needed GPUs; rule: " in e["note"] for e in spared
     )
+
+
+def closeness(candidate: Candidate) -> tuple[bool, float, str]:
+    """The order the planner's objective would take kept candidates in."""
+    return (candidate.protected, candidate.lost_gpu_seconds, candidate.job)
+
+
+def test_spared_goes_only_to_the_kept_candidates_the_plan_came_closest_to_taking() -> None:
+    c = shared_pool(nodes=12)  # six research gangs; production takes one
+    production_demand(c)
+    [decision] = c.decisions
+    kept = [x for x in decision.plan.candidates if x.outcome == "spared"]
+    assert len(kept) == 5
+    events = decision_events([decision], UIDS.get, "worker-0", spared_limit=2)
+    spared = [e for e in events if e["reason"] == SPARED]
+    closest = sorted(kept, key=closeness)[:2]
+    assert {f"research/{e['regarding']['name']}" for e in spared} == {x.job for x in closest}
+
+
+def test_with_no_spared_events_a_decision_writes_only_its_yields() -> None:
+    c = shared_pool(nodes=12)
+    production_demand(c)
+    [decision] = c.decisions
+    events = decision_events([decision], UIDS.get, "worker-0", spared_limit=0)
+    assert [e["reason"] for e in events] == [GRACEFUL_YIELD] * len(decision.plan.victims)
+    assert {f"research/{e['regarding']['name']}" for e in events} == {
+        v.job for v in decision.plan.victims
+    }
+
+
+def test_a_protected_candidate_is_spared_after_every_unprotected_one() -> None:
+    c = shared_pool(nodes=12)
+    production_demand(c)
+    [decision] = c.decisions
+    plan = decision.plan
+    kept = [x for x in plan.candidates if x.outcome == "spared"]
+    # the costliest kept candidate, marked protected: it now comes last however cheap
+    costly = max(kept, key=closeness)
+    cheapest = min(kept, key=closeness)
+    protected = [x.model_copy(update={"protected": x.job == cheapest.job}) for x in plan.candidates]
+    marked = decision.model_copy(update={"plan": plan.model_copy(update={"candidates": protected})})
+    chosen = closest_spared(marked, len(kept) - 1)
+    assert cheapest.job not in chosen
+    assert costly.job in chosen
 
 
 def test_rounds_that_did_not_act_write_no_events() -> None:
