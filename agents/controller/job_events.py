@@ -21,6 +21,7 @@ second create is a harmless 409 AlreadyExists. Notes are cut to the API's
 from __future__ import annotations
 
 import hashlib
+import heapq
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -174,13 +175,13 @@ def closest_spared(decision: Decision, limit: int) -> frozenset[str]:
     if plan is None or limit <= 0:
         return frozenset()
     taken = {v.job for v in plan.victims}
-    kept = [
+    kept = (
         c
         for c in plan.candidates
         if c.outcome != "ineligible" and c.job not in taken and c.job != decision.demand
-    ]
-    kept.sort(key=lambda c: (c.protected, c.lost_gpu_seconds, c.job))
-    return frozenset(c.job for c in kept[:limit])
+    )
+    closest = heapq.nsmallest(limit, kept, key=lambda c: (c.protected, c.lost_gpu_seconds, c.job))
+    return frozenset(c.job for c in closest)
 
 
 def _considered_event(
