@@ -1303,7 +1303,10 @@ def _watch_conditions(s: _Step) -> None:
     # Only the jobs that can meet a condition now, in name order (as ``views``).
     names = sorted({*s.index.stale_candidates(s.now), *s.index.pending_sla})
     candidates = {name: views[name] for name in names}
-    for found in incidents.conditions(s.view, candidates, s.now, s.config, s.index.pods_of):
+    found_now = incidents.conditions(
+        s.view, candidates, s.now, s.config, s.index.pods_of, s.index.groups_of
+    )
+    for found in found_now:
         _raise(s, found)
 
 

@@ -79,6 +79,9 @@ CONDITIONS: frozenset[AlertKind] = frozenset(
 PodsOf = Callable[[str], Iterable[str]]
 """A job's pods, as the key tails of their records (``namespace/name``)."""
 
+GroupsOf = Callable[[str], Iterable[str]]
+"""A job's PodGroups, as the key tails of their records (``namespace/name``), in key order."""
+
 CONDITION_VALUES: frozenset[str] = frozenset(kind.value for kind in CONDITIONS)
 
 
@@ -329,8 +332,14 @@ def conditions(
     now: float,
     config: ControllerConfig,
     pods_of: PodsOf | None = None,
+    groups_of: GroupsOf | None = None,
 ) -> Iterator[Finding]:
-    """The checkpoint-stale and pending-past-SLA conditions that hold now."""
+    """The checkpoint-stale and pending-past-SLA conditions that hold now.
+
+    ``pods_of`` and ``groups_of`` (the decider's index) find a job's records
+    without scanning its namespace: every job past its SLA is judged again
+    on every tick, and a namespace may hold tens of thousands of groups.
+    """
     starts = run_starts(records, views, pods_of)
     for view in views.values():
         stale = stale_checkpoint(
@@ -345,7 +354,7 @@ def conditions(
             and view.submitted_at is not None
             and now - view.submitted_at > budget
         ):
-            group = _group_phase(records, view.name)
+            group = _group_phase(records, view.name, groups_of)
             yield Finding(
                 base_id_parts=("pending-past-sla", view.name, str(view.submitted_at)),
                 kind=AlertKind.PENDING_PAST_SLA,
@@ -375,9 +384,15 @@ def sla_budget(view: cluster.JobView, config: ControllerConfig) -> float | None:
     return None
 
 
-def _group_phase(records: Overlay, job: str) -> str:
+def _group_phase(records: Overlay, job: str, groups_of: GroupsOf | None = None) -> str:
+    """The phase of ``job``'s first PodGroup in key order, in words ('' when it has none)."""
     namespace, _, name = job.partition("/")
-    for _, group in records.typed_prefix(f"{GROUP}{namespace}/", GroupRecord):
-        if group.job == name:
+    found: Iterable[GroupRecord | None]
+    if groups_of is None:
+        found = (group for _, group in records.typed_prefix(f"{GROUP}{namespace}/", GroupRecord))
+    else:
+        found = (records.typed(GROUP + tail, GroupRecord) for tail in groups_of(job))
+    for group in found:
+        if group is not None and group.job == name:
             return f" (its PodGroup is {group.phase})"
     return ""

@@ -411,6 +411,10 @@ class RecordIndex:
         """The key tails of ``job``'s pods (``incidents.PodsOf``), in key order."""
         return sorted(self.job_pods.get(job, ()))
 
+    def groups_of(self, job: str) -> list[str]:
+        """The key tails of ``job``'s PodGroups (``incidents.GroupsOf``), in key order."""
+        return sorted(self.job_groups.get(job, ()))
+
     def stale_candidates(self, now: float) -> list[str]:
         """Jobs whose checkpoint may be stale at ``now``, in name order."""
         return sorted(name for name, due in self.checkpoint_due.items() if due <= now)

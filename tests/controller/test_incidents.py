@@ -205,6 +205,21 @@ def test_a_production_gang_pending_past_its_sla_fires_and_is_resolved_when_place
     ]
 
 
+def test_the_sla_alert_names_the_phase_of_the_jobs_own_pod_group_among_its_neighbours() -> None:
+    c = shared_pool()
+    c.config = ControllerConfig(pending_sla_s=(NOW - T0) + 700, sla_priority=1000.0)
+    fixed_production_queue(c, NOW - 60)
+    # Neighbours in the namespace, before and after it in key order, in other phases.
+    c.add(pod_group("eval-a", namespace="prod", queue="production"), NOW)
+    c.add(pod_group("ft", namespace="prod", queue="production", phase="Inqueue"), NOW)
+    c.add(pod_group("zz-serve", namespace="prod", queue="production", phase="Pending"), NOW)
+    c.add(pod("ft", 0, namespace="prod", priority=1000), NOW)
+    c.tick(NOW + 1000)
+    (late,) = of(c, AlertKind.PENDING_PAST_SLA)
+    assert late.job == "prod/ft"
+    assert late.message.endswith("(its PodGroup is Inqueue)"), late.message
+
+
 def test_without_an_sla_no_pending_job_raises_anything() -> None:
     c = shared_pool()
     c.add(pod_group("ft", namespace="prod", queue="production", phase="Pending"), NOW)
