@@ -322,7 +322,7 @@ def build_app(
     def observe(message: Input, outcome: Outcome) -> None:
         """The metrics of one step, read against the table before its writes."""
         if metrics is not None:
-            metrics.observe_step(TableView(decider_table), message, outcome)
+            metrics.observe_step(TableView(decider_table), message, outcome, index=index.index)
 
     reservation_sync = ReservationSync(
         options.reservation_enforcer, options.reservation_reconcile_s

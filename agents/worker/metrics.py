@@ -44,6 +44,7 @@ from gpuyield.agents.controller.records import (
     VJOB,
     YIELD,
     AlertRecord,
+    KeyIndex,
     Overlay,
     Record,
     VJobRecord,
@@ -192,8 +193,13 @@ class WorkerMetrics:
         outcome: Outcome,
         *,
         seconds: float | None = None,
+        index: KeyIndex | None = None,
     ) -> None:
         """Count what one step decided and observed.
+
+        ``index``: the decider's index of ``before`` (``RecordIndex``), so that
+        counting the open alerts reads the alert keys from its sorted keys
+        instead of sorting the whole table (0.3 s and more at 10,000 nodes).
 
         ``before`` is the table the step started from (the live table, before
         the outcome's writes are applied): nothing is copied, and only the keys
@@ -219,7 +225,7 @@ class WorkerMetrics:
             self._acked(before, outcome, message)
         if isinstance(message, Tick) and message.at - self._firing_counted_at >= FIRING_EVERY_S:
             self._firing_counted_at = message.at
-            self.count_firing(Overlay(before, outcome.writes))
+            self.count_firing(Overlay(before, outcome.writes, index))
 
     def _acked(self, before: Mapping[str, Record], outcome: Outcome, ack: YieldAck) -> None:
         """A yield's ack counted once: only the step that moved its command to ``acked``."""

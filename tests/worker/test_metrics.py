@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import ALERT, AlertRecord
 from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.metrics import EVENT_KINDS, WorkerMetrics
@@ -165,6 +167,27 @@ def test_firing_is_recounted_on_ticks_at_most_every_fifteen_seconds() -> None:
     assert value(c.metrics, "gpuyield_alerts_firing", kind="gang-deadlock") == 1
     c.tick(NOW + 20)
     assert value(c.metrics, "gpuyield_alerts_firing", kind="gang-deadlock") == 2
+
+
+class UnlistedTable(dict[str, object]):
+    """A big live table: its keys may be read one by one, never listed or sorted whole."""
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the whole table was listed")
+
+
+def test_with_the_deciders_index_firing_is_counted_without_listing_the_table() -> None:
+    c = shared_pool()
+    production_demand(c)
+    c.records[ALERT + "x"] = AlertRecord(kind="gang-deadlock", raised_at=NOW).dump()
+    c.records[ALERT + "y"] = AlertRecord(kind="gang-deadlock", raised_at=NOW).dump()
+    index = RecordIndex.build(c.records, c.config)
+    m = WorkerMetrics()
+    # a step that resolved one of them
+    resolved = AlertRecord(kind="gang-deadlock", raised_at=NOW, resolved_at=NOW + 20).dump()
+    outcome = Outcome(writes={ALERT + "y": resolved})
+    m.observe_step(UnlistedTable(c.records), Tick(at=NOW + 20), outcome, index=index)
+    assert value(m, "gpuyield_alerts_firing", kind="gang-deadlock") == 1
 
 
 def test_the_timed_planner_returns_the_planners_plan_and_observes_each_call() -> None:
