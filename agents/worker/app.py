@@ -341,7 +341,11 @@ def build_app(
         # Holds first: on the cluster (before any command can free a GPU), then
         # on their topic; a hold the cluster refused becomes an alert.
         failed = await enforce_reservations(
-            reservation_sync, TableView(decider_table), outcome.reservations, time.time()
+            reservation_sync,
+            TableView(decider_table),
+            outcome.reservations,
+            time.time(),
+            index.index,  # apply_writes has brought it up to this step's writes
         )
         if failed:
             outcome = dataclasses.replace(outcome, alerts=(*outcome.alerts, *failed))

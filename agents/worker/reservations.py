@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gpuyield.agents.controller.decider import derive_id
-from gpuyield.agents.controller.records import RESERVATION
+from gpuyield.agents.controller.records import RESERVATION, KeyIndex
 from gpuyield.schemas.messages import Alert, AlertKind, Reservation
 from gpuyield.streams.kube_reservations import Hold, ReservationEnforcer, ReservationError
 
@@ -43,10 +43,19 @@ class ReservationSync:
     last_reconcile: float | None = None
 
 
-def holds_of(records: Mapping[str, Any]) -> list[Hold]:
-    """The active holds in the decider's table (``reservation/<job>`` records)."""
+def holds_of(records: Mapping[str, Any], index: KeyIndex | None = None) -> list[Hold]:
+    """The active holds in the decider's table (``reservation/<job>`` records).
+
+    With the decider's ``index`` of the table, only the reservation keys are
+    read (from its sorted keys); without it, every record is walked: at
+    10,000 nodes some 200,000, on each reconcile, while the decider waits.
+    """
     holds: list[Hold] = []
-    for key, record in records.items():
+    if index is None:
+        found: Iterable[tuple[str, Any]] = records.items()
+    else:
+        found = ((key, records.get(key)) for key in index.sorted_keys(RESERVATION))
+    for key, record in found:
         if not key.startswith(RESERVATION) or not isinstance(record, Mapping):
             continue
         try:
@@ -63,15 +72,19 @@ async def enforce_reservations(
     records: Mapping[str, Any],
     reservations: Sequence[Reservation],
     now: float,
+    index: KeyIndex | None = None,
 ) -> list[Alert]:
-    """Apply one step's holds (or reconcile, when due); alerts for what failed."""
+    """Apply one step's holds (or reconcile, when due); alerts for what failed.
+
+    ``index``: the decider's index of ``records``, with this step's writes applied.
+    """
     enforcer = sync.enforcer
     if enforcer is None:
         return []
     if sync.last_reconcile is None or now - sync.last_reconcile >= sync.reconcile_every_s:
         first = sync.last_reconcile is None
         sync.last_reconcile = now
-        holds = holds_of(records)  # already holds this step's writes
+        holds = holds_of(records, index)  # already holds this step's writes
         try:
             # The first reconcile after a start lists every node, not just the labelled
             # ones: a taint with our key but no label (written by hand) is found too.

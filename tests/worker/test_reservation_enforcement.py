@@ -11,6 +11,7 @@ import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import kubernetes.client
 import pytest
@@ -18,6 +19,8 @@ from fakes.kube_api import FakeKubeApi
 from fakes.kube_objects import a_gpu_node, a_volcano_job, pods_for
 from live_worker import GPUYIELD
 
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations, holds_of
 from gpuyield.schemas.messages import AlertKind, Reservation, ReservationState
 from gpuyield.streams.kube_reservations import TAINT_KEY, ReservationEnforcer, taint_value
@@ -142,6 +145,31 @@ def test_unreadable_reservation_records_are_skipped() -> None:
     }
 
     assert [h.job for h in holds_of(records)] == ["prod/ft-llama"]
+
+
+class UnlistedTable(dict[str, Any]):
+    """A big live table: its records may be read by key, never walked whole."""
+
+    def items(self) -> Any:
+        raise AssertionError("the whole table was walked")
+
+    def __iter__(self) -> Iterator[str]:
+        raise AssertionError("the whole table was listed")
+
+
+def test_with_the_deciders_index_only_the_reservation_records_are_read() -> None:
+    records = {
+        "reservation/prod/ft-llama": record({"gpu-00": 8}),
+        "reservation/prod/ft-mistral": record({"gpu-01": 8, "gpu-02": 8}),
+        "demand/prod/ft-llama": {"victims": []},
+        "node/gpu-00": {"gpus": 8},
+    }
+    index = RecordIndex.build(records, ControllerConfig())
+
+    holds = holds_of(UnlistedTable(records), index)
+
+    assert holds == holds_of(records)
+    assert [h.job for h in holds] == ["prod/ft-llama", "prod/ft-mistral"]
 
 
 def test_a_worker_told_to_enforce_without_a_usable_kubeconfig_exits_2_naming_it(
