@@ -58,6 +58,7 @@ from gpuyield.agents.controller.index import (
     WAKE_MARGIN_S,
     Quiet,
     RecordIndex,
+    ResumeMemo,
     Scratch,
 )
 from gpuyield.agents.controller.records import (
@@ -1169,7 +1170,23 @@ def _resume_rank(view: cluster.JobView, record: SuspendedRecord) -> tuple[float,
     return (-view.priority, -cluster.gang_gpus(view), record.since, view.name)
 
 
+RESUME_READS = (NODE, POD, GROUP, VJOB, QUEUE, RESERVATION, SUSPENDED, YIELD, EVICTIONS, DEMAND)
+"""The records a resume's snapshot takes its free GPUs, holds and waiting pods from: all
+but the progress records (a job's progress moves none of them), the alerts and the guard."""
+
+
 def _resume(s: _Step) -> None:
+    """Resume the heaviest suspended job that fits again without evicting anyone.
+
+    While the cluster is full, every input used to build each candidate's
+    whole snapshot again (0.4 s at 10,000 nodes, up to
+    ``max_plans_per_step`` of them) to learn that its free GPUs still
+    cannot hold it. What a snapshot answers here (the free GPUs, the hold,
+    whether the free GPUs could hold the job) depends on ``RESUME_READS``
+    and on which reservations have expired, so at the same epochs and before
+    the next expiry the memo answers instead (``ResumeMemo``); a snapshot
+    with room for its job always goes to the planner.
+    """
     suspended = dict(s.view.typed_prefix(SUSPENDED, SuspendedRecord))
     if not suspended:
         return
@@ -1186,6 +1203,11 @@ def _resume(s: _Step) -> None:
         ),
         key=lambda vr: _resume_rank(*vr),
     )
+    epochs = _epochs(s, RESUME_READS, DEMAND_VIEWS)
+    memo = s.index.resume_memo
+    known = memo.found if memo is not None and memo.epochs == epochs and s.now < memo.until else {}
+    learned: dict[tuple[str, tuple[tuple[str, int], ...]], tuple[int, Mapping[str, int]]] = {}
+    planned = False
     held: dict[str, int] = {}  # free GPUs set aside for heavier suspended jobs that do not fit yet
     plans = 0
     for view, record in candidates:
@@ -1200,21 +1222,46 @@ def _resume(s: _Step) -> None:
         if plans >= s.config.max_plans_per_step:
             break
         plans += 1
-        snapshot = cluster.snapshot(
-            s.view, views, view.name, s.now, s.config, held=held, parts=s.index.parts
-        )
-        s.snapshot_ok = True
-        # Only a plan without victims resumes the job: when the free GPUs cannot hold
-        # its pods, no plan can, and at 10,000 nodes the planner's second is saved on
-        # every message while a cluster stays full (the holds below still apply).
-        if could_place_on_free_gpus(snapshot, view.name):
-            result = s.planner(snapshot, view.name, budget=s.config.planner_budget, explain=True)
-            if result.feasible and not result.victims and result.placement:
-                _issue_resume(s, view, record, snapshot, result, guard)
-                return  # one resume per step: the next step sees its GPUs as nominated
-        _capacity(s, view, record, snapshot)
-        for node, gpus in cluster.hold_for(snapshot, view).items():
+        key = (view.name, tuple(sorted(held.items())))
+        seen = known.get(key)
+        if seen is None:
+            snapshot = cluster.snapshot(
+                s.view, views, view.name, s.now, s.config, held=held, parts=s.index.parts
+            )
+            s.snapshot_ok = True
+            # Only a plan without victims resumes the job: when the free GPUs cannot hold
+            # its pods, no plan can, and at 10,000 nodes the planner's second is saved on
+            # every message while a cluster stays full (the holds below still apply).
+            if could_place_on_free_gpus(snapshot, view.name):
+                planned = True
+                result = s.planner(
+                    snapshot, view.name, budget=s.config.planner_budget, explain=True
+                )
+                if result.feasible and not result.victims and result.placement:
+                    _issue_resume(s, view, record, snapshot, result, guard)
+                    return  # one resume per step: the next step sees its GPUs as nominated
+            seen = (cluster.free_gpus(snapshot), cluster.hold_for(snapshot, view))
+        else:
+            s.snapshot_ok = True  # one was built at these epochs, and it was valid
+        learned[key] = seen
+        free, hold = seen
+        _capacity(s, view, record, free)
+        for node, gpus in hold.items():
             held[node] = held.get(node, 0) + gpus
+    if epochs is not None and not planned and learned:
+        s.index.resume_memo = ResumeMemo(epochs, _next_expiry(s), learned)
+
+
+def _next_expiry(s: _Step) -> float:
+    """When the first reservation in force now expires: snapshots then count fewer holds."""
+    return min(
+        (
+            r.until
+            for _, r in s.view.typed_prefix(RESERVATION, ReservationRecord)
+            if r.until > s.now
+        ),
+        default=math.inf,
+    )
 
 
 def _issue_resume(
@@ -1263,17 +1310,15 @@ def _issue_resume(
     )
 
 
-def _capacity(
-    s: _Step, view: cluster.JobView, record: SuspendedRecord, snapshot: Snapshot | None
-) -> None:
+def _capacity(s: _Step, view: cluster.JobView, record: SuspendedRecord, free: int | None) -> None:
     """Track how long the GPUs a resumable job needs have been free without it resuming.
 
-    ``snapshot`` is None when the job may not resume now (its backoff, or a
-    heavier job waits): the capacity is not its to take, and the clock stops.
+    ``free``: the free GPUs of its snapshot (``cluster.free_gpus``); None when
+    the job may not resume now (its backoff, or a heavier job waits): the
+    capacity is not its to take, and the clock stops.
     """
     need = cluster.gang_gpus(view)
-    free = cluster.free_gpus(snapshot) if snapshot is not None else 0
-    if snapshot is None or free < need:
+    if free is None or free < need:
         if record.capacity_since is not None:
             s.put(SUSPENDED + view.name, record.model_copy(update={"capacity_since": None}))
         return

@@ -107,6 +107,20 @@ class Quiet:
     until: float
 
 
+@dataclass(frozen=True, slots=True)
+class ResumeMemo:
+    """What the resume pass learned at these epochs, until a reservation expires.
+
+    For each job it built a snapshot for, and the GPUs held for heavier jobs
+    before it, the free GPUs and its hold; made only when none of those
+    snapshots had room for its job, so the planner was never asked.
+    """
+
+    epochs: tuple[int, ...]
+    until: float
+    found: Mapping[tuple[str, tuple[tuple[str, int], ...]], tuple[int, Mapping[str, int]]]
+
+
 class RecordIndex:
     """The decider's derived state for one table and one configuration (see the module)."""
 
@@ -149,6 +163,8 @@ class RecordIndex:
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
         """The epochs at which no open condition alert had ended."""
+        self.resume_memo: ResumeMemo | None = None
+        """What the resume pass's snapshots answered at the last epochs it could remember."""
         self.parts = SnapshotParts()
         """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``)."""
         self.prepared: Prepared | None = None

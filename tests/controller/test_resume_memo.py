@@ -1,0 +1,154 @@
+"""A full cluster's suspended jobs: the resume pass remembers what its snapshots answered.
+
+While no suspended job fits, every input used to build each candidate's whole
+snapshot again to learn that (0.4 s at 10,000 nodes). At the same epochs of
+the records those answers come from, and before the next reservation expires,
+the decider's index answers instead. Specified against the decider without
+the memo (an index built afresh for each step, as a restarted worker's): the
+outcomes must be byte-identical, and a snapshot is built only when the
+records it reads changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from cluster_objects import pod
+from harness import NOW, apply_writes
+from test_decider_index import outcome_digest
+from test_decider_live_path import suspended_trio
+
+from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.decider import Input, step
+from gpuyield.agents.controller.index import RecordIndex
+from gpuyield.agents.controller.records import ReservationRecord
+from gpuyield.schemas.messages import CommandAction, JobProgress, KubeEvent, KubeEventType, Tick
+
+Builds = list[str]
+
+
+@pytest.fixture
+def builds(monkeypatch: pytest.MonkeyPatch) -> Builds:
+    """The preemptor of every snapshot the decider builds."""
+    made: Builds = []
+    original = cluster.snapshot
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        made.append(args[2])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(cluster, "snapshot", counted)
+    return made
+
+
+def quiet_inputs(start: float, count: int) -> list[Input]:
+    """Ticks and the production fine-tune's progress: nothing that frees or takes a GPU."""
+    out: list[Input] = []
+    for i in range(count):
+        at = start + 20 * i
+        if i % 3 == 0:
+            out.append(Tick(at=at))
+        else:
+            out.append(
+                JobProgress(
+                    job="prod/ft-wide",
+                    step=100 * i,
+                    progress=0.01 * i,
+                    checkpoint_interval_s=600.0,
+                    first_seen_at=NOW + 50,
+                    updated_at=at,
+                )
+            )
+    return out
+
+
+def finished_fine_tune(at: float) -> list[Input]:
+    """ft-wide completes: its four pods leave, and the research jobs fit again."""
+    gone = [
+        KubeEvent.model_validate(
+            {
+                "type": KubeEventType.DELETED,
+                "kind": "Pod",
+                "namespace": "prod",
+                "name": f"ft-wide-worker-{k}",
+                "object": pod("ft-wide", k, namespace="prod", priority=1000, node=f"gpu-0{k}"),
+                "observed_at": at,
+            }
+        )
+        for k in range(4)
+    ]
+    return [*gone, Tick(at=at + 1)]
+
+
+def play(messages: list[Input], builds: Builds) -> tuple[int, int, list[Any]]:
+    """Step ``messages`` from the suspended trio twice: carried index, and fresh each step.
+
+    Returns the snapshots built for resumes with the carried index and with fresh
+    ones, and the commands (the same for both: their outcomes are compared).
+    """
+    c = suspended_trio()
+    records = dict(c.records)
+    config = c.config
+    carried = RecordIndex.build(records, config)
+    step(records, Tick(at=NOW + 55), "in/0/0", config, index=carried)  # warm: not counted
+    remembered = afresh = 0
+    commands: list[Any] = []
+    for n, message in enumerate(messages, start=1):
+        origin = f"in/0/{n}"
+        before = len(builds)
+        fresh = step(records, message, origin, config, index=RecordIndex.build(records, config))
+        afresh += sum(1 for b in builds[before:] if b.startswith("research/"))
+        before = len(builds)
+        outcome = step(records, message, origin, config, index=carried)
+        remembered += sum(1 for b in builds[before:] if b.startswith("research/"))
+        assert outcome_digest(outcome) == outcome_digest(fresh), f"input {n}: {message}"
+        apply_writes(records, outcome)
+        carried.apply(outcome.writes, records)
+        commands += outcome.commands
+    return remembered, afresh, commands
+
+
+def test_while_nothing_it_reads_changes_the_resume_pass_builds_no_snapshot(
+    builds: Builds,
+) -> None:
+    remembered, afresh, commands = play(quiet_inputs(NOW + 700, 30), builds)
+    assert afresh >= 30  # without the memo, every input builds for the suspended jobs
+    assert remembered <= 3  # with it, only the first after the warm-up may
+    assert commands == []  # nobody fits: nothing resumes either way
+
+
+def test_a_freed_node_is_seen_at_once_and_the_job_resumes_as_without_the_memo(
+    builds: Builds,
+) -> None:
+    quiet = quiet_inputs(NOW + 700, 9)
+    remembered, afresh, commands = play([*quiet, *finished_fine_tune(NOW + 900)], builds)
+    assert remembered < afresh
+    # each pod that leaves frees a node: the research jobs resume one per step
+    assert commands
+    assert {c.action for c in commands} == {CommandAction.RESUME}
+    assert all(c.job.startswith("research/") for c in commands)
+
+
+def test_the_memo_lapses_when_a_reservation_expires(builds: Builds) -> None:
+    """A hold for another preemptor that expires frees GPUs with no record written:
+    the memo answers only until the first expiry it saw."""
+    c = suspended_trio()
+    records = dict(c.records)
+    records["reservation/prod/ft-other"] = ReservationRecord(
+        nodes={"gpu-00": 8}, until=NOW + 800
+    ).dump()
+    index = RecordIndex.build(records, c.config)
+    for n, at in enumerate((NOW + 700, NOW + 750, NOW + 790, NOW + 810), start=1):
+        before = len(builds)
+        outcome = step(records, Tick(at=at), f"in/0/{n}", c.config, index=index)
+        apply_writes(records, outcome)
+        index.apply(outcome.writes, records)
+        built = sum(1 for b in builds[before:] if b.startswith("research/"))
+        if n == 1:
+            assert index.resume_memo is not None
+            assert index.resume_memo.until == NOW + 800
+        elif at < NOW + 800:
+            assert built == 0, f"tick at +{at - NOW:.0f} s"
+        else:
+            assert built > 0  # the hold expired: the snapshots are built again
