@@ -68,9 +68,19 @@ def percentile(values: list[float], share: float) -> float:
 
 
 def run(
-    nodes: int, inputs: int, warmup: int, urgent_every: int, share: float, seed: int
+    nodes: int,
+    inputs: int,
+    warmup: int,
+    urgent_every: int,
+    share: float,
+    seed: int,
+    *,
+    resume_backoff_s: float | None = None,
+    resume_memo: bool = True,
 ) -> dict[str, Any]:
     config = ControllerConfig()
+    if resume_backoff_s is not None:
+        config = config.model_copy(update={"resume_backoff_base_s": resume_backoff_s})
     stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
     started = time.perf_counter()
     table = load(stream, config)
@@ -88,7 +98,7 @@ def run(
             planner_s[0] += time.perf_counter() - t
             planner_s[1] += time.process_time() - c
 
-    feed = _feeder(table, index, config, timed)
+    feed = _feeder(table, index, config, timed, resume_memo=resume_memo)
     feed(Tick(at=stream.now), "warm/0/0")
     for n in range(warmup):
         stream.answer(feed(next(stream), f"warm/0/{n + 1}"))
@@ -141,9 +151,16 @@ def run(
 
 
 def _feeder(
-    table: dict[str, Record], index: Any, config: ControllerConfig, planner: Callable[..., Plan]
+    table: dict[str, Record],
+    index: Any,
+    config: ControllerConfig,
+    planner: Callable[..., Plan],
+    *,
+    resume_memo: bool = True,
 ) -> Callable[[Input, str], Any]:
     def feed(message: Input, origin: str) -> Any:
+        if not resume_memo and hasattr(index, "resume_memo"):
+            index.resume_memo = None  # the decider before the resume pass's memo
         if index is None:
             outcome = step(table, message, origin, config, planner=planner)
         else:
@@ -169,6 +186,18 @@ def main() -> None:
     parser.add_argument("--unschedulable-share", type=float, default=0.1)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--resume-backoff-s",
+        type=float,
+        help="GPUYIELD_RESUME_BACKOFF_BASE_S for the run (default: the config's, 300 s; at "
+        "nodes/10 inputs per second of cluster time the victims never become resumable "
+        "within a run unless this is small)",
+    )
+    parser.add_argument(
+        "--no-resume-memo",
+        action="store_true",
+        help="forget the resume pass's memo before every step (the decider before it)",
+    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -180,6 +209,8 @@ def main() -> None:
                 args.urgent_every,
                 args.unschedulable_share,
                 args.seed + r,
+                resume_backoff_s=args.resume_backoff_s,
+                resume_memo=not args.no_resume_memo,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

@@ -719,8 +719,28 @@ def _pods_gone(s: _Step, record: YieldRecord) -> bool:
 # -- 2. housekeeping -------------------------------------------------------
 
 
+def _yields_to_visit(s: _Step) -> list[tuple[str, YieldRecord]]:
+    """The yields a step must look at, in key order: those not done, and the done ones
+    whose retention may be over (``yields.forgettable`` decides exactly).
+
+    Done yields are kept a day (``yield_retention_s``) and were all read on
+    every input; the index knows which are open and when each done one ended,
+    so only those are read, and those this step wrote.
+    """
+    # a second's margin: float rounding must not hide one that ``forgettable`` would take
+    due_before = s.now - s.config.yield_retention_s + 1.0
+    tails = s.index.yields_to_visit(due_before)
+    tails.update(key[len(YIELD) :] for key in s.writes if key.startswith(YIELD))
+    found = []
+    for tail in sorted(tails):
+        record = s.view.typed(YIELD + tail, YieldRecord)
+        if record is not None:
+            found.append((tail, record))
+    return found
+
+
 def _housekeeping(s: _Step) -> None:
-    for tail, record in list(s.view.typed_prefix(YIELD, YieldRecord)):
+    for tail, record in _yields_to_visit(s):
         key = YIELD + tail
         if record.done_at is not None:
             if yields.forgettable(record, s.now, s.config.yield_retention_s):
@@ -821,9 +841,7 @@ def _decide(s: _Step) -> None:
     if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
         views = s.jobs()
     yielding_for = frozenset(
-        y.preemptor
-        for _, y in s.view.typed_prefix(YIELD, YieldRecord)
-        if y.done_at is None and y.preemptor is not None
+        y.preemptor for _, y in _yields_to_visit(s) if y.done_at is None and y.preemptor is not None
     )
     epochs = _epochs(s, (DEMAND, RESERVATION, ALERT, YIELD), DEMAND_VIEWS)
     memo = s.index.demands_memo

@@ -139,6 +139,11 @@ class RecordIndex:
         self.ref_pods: dict[str, set[str]] = {}
         self.yield_job: dict[str, str] = {}
         self.job_yields: dict[str, set[str]] = {}
+        self.open_yields: set[str] = set()
+        """The yields not done (or whose ``done_at`` is not a number), by key tail."""
+        self.done_yields: dict[str, float] = {}
+        """Each done yield's ``done_at``, by key tail: kept a day, read only when due."""
+        self._done_order: list[tuple[float, str]] = []  # done_yields, sorted by done_at
         self._views: dict[str, cluster.JobView] = {}
         self._names: list[str] | None = None
         self.dirty: set[str] = set()
@@ -285,7 +290,17 @@ class RecordIndex:
             if old is not None:
                 _discard(self.job_yields, old, tail)
                 self.dirty.add(old)
+            self.open_yields.discard(tail)
+            ended = self.done_yields.pop(tail, None)
+            if ended is not None:
+                del self._done_order[bisect.bisect_left(self._done_order, (ended, tail))]
             if value is not None:
+                done_at = value.get("done_at")
+                if isinstance(done_at, int | float) and not isinstance(done_at, bool):
+                    self.done_yields[tail] = float(done_at)
+                    bisect.insort(self._done_order, (float(done_at), tail))
+                else:
+                    self.open_yields.add(tail)
                 job = str(value.get("job"))
                 self.yield_job[tail] = job
                 self.job_yields.setdefault(job, set()).add(tail)
@@ -427,6 +442,12 @@ class RecordIndex:
         """The key tails of ``job``'s pods (``incidents.PodsOf``), in key order."""
         return sorted(self.job_pods.get(job, ()))
 
+    def yields_to_visit(self, forget_before: float) -> set[str]:
+        """The yields a step must look at: those not done, and the done ones that
+        ended before ``forget_before`` (their retention is over), by key tail."""
+        due = self._done_order[: bisect.bisect_left(self._done_order, (forget_before, ""))]
+        return self.open_yields.union(tail for _, tail in due)
+
     def groups_of(self, job: str) -> list[str]:
         """The key tails of ``job``'s PodGroups (``incidents.GroupsOf``), in key order."""
         return sorted(self.job_groups.get(job, ()))
@@ -449,6 +470,8 @@ class RecordIndex:
             "ref_pods": self.ref_pods,
             "yield_job": self.yield_job,
             "job_yields": self.job_yields,
+            "open_yields": self.open_yields,
+            "done_yields": self.done_yields,
             "views": self._views,
             "demands": self.demands,
             "partial": self.partial,
