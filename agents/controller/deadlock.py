@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from gpuyield.agents.controller import cluster
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.records import Overlay
+from gpuyield.agents.controller.snapshot_parts import SnapshotParts
 from gpuyield.agents.policy import gang_deadlock
 from gpuyield.schemas import JobState
 
@@ -33,16 +34,12 @@ def partial_gang(view: cluster.JobView) -> bool:
     )
 
 
-def resolve(
-    records: Overlay,
+def members(
     views: Mapping[str, cluster.JobView],
-    now: float,
-    config: ControllerConfig,
     may_plan: Callable[[str], bool] = lambda _job: True,
-    *,
     partial: Iterable[str] | None = None,
-) -> gang_deadlock.Resolution | None:
-    """The deadlock among partly placed gangs and which one yields, or None.
+) -> frozenset[str]:
+    """The gangs a deadlock may be made of: partly placed, unschedulable, free to plan.
 
     ``may_plan`` is the demand ledger's answer per gang: a gang whose round is
     in flight or cooling down is no member, which bounds the planner runs an
@@ -52,15 +49,32 @@ def resolve(
     """
     if partial is None:
         partial = [v.name for v in views.values() if partial_gang(v)]
-    stuck = {name for name in partial if may_plan(name)}
+    return frozenset(name for name in partial if may_plan(name))
+
+
+def resolve(
+    records: Overlay,
+    views: Mapping[str, cluster.JobView],
+    now: float,
+    config: ControllerConfig,
+    may_plan: Callable[[str], bool] = lambda _job: True,
+    *,
+    partial: Iterable[str] | None = None,
+    parts: SnapshotParts | None = None,
+) -> gang_deadlock.Resolution | None:
+    """The deadlock among partly placed gangs (``members``) and which one yields, or None.
+
+    ``parts``: the decider's reused snapshot models (``cluster.snapshot``).
+    """
+    stuck = members(views, may_plan, partial)
     if len(stuck) < 2:
         return None
-    snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config)
+    snapshot = cluster.snapshot(records, views, NO_PREEMPTOR, now, config, parts=parts)
     found = gang_deadlock.find(snapshot, among=stuck)
     if found is None:
         return None
     return gang_deadlock.resolve(
         found,
-        lambda member: cluster.snapshot(records, views, member, now, config),
+        lambda member: cluster.snapshot(records, views, member, now, config, parts=parts),
         budget=config.planner_budget,
     )

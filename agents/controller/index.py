@@ -121,6 +121,15 @@ class ResumeMemo:
     found: Mapping[tuple[str, tuple[tuple[str, int], ...]], tuple[int, Mapping[str, int]]]
 
 
+@dataclass(frozen=True, slots=True)
+class NoDeadlock:
+    """These partial gangs did not block each other at these epochs, until ``until``."""
+
+    epochs: tuple[int, ...]
+    gangs: frozenset[str]
+    until: float
+
+
 class RecordIndex:
     """The decider's derived state for one table and one configuration (see the module)."""
 
@@ -168,6 +177,8 @@ class RecordIndex:
         """The epochs at which every demand's round changed nothing, and until when."""
         self.resolve_memo: tuple[int, ...] | None = None
         """The epochs at which no open condition alert had ended."""
+        self.deadlock_memo: NoDeadlock | None = None
+        """The last partial gangs found not to block each other (``decider._gang_deadlock``)."""
         self.resume_memo: ResumeMemo | None = None
         """What the resume pass's snapshots answered at the last epochs it could remember."""
         self.parts = SnapshotParts()

@@ -1,25 +1,30 @@
-"""A full cluster's suspended jobs: the resume pass remembers what its snapshots answered.
+"""What a snapshot answered about capacity is remembered until what it read changes.
 
 While no suspended job fits, every input used to build each candidate's whole
-snapshot again to learn that (0.4 s at 10,000 nodes). At the same epochs of
-the records those answers come from, and before the next reservation expires,
-the decider's index answers instead. Specified against the decider without
-the memo (an index built afresh for each step, as a restarted worker's): the
+snapshot again to learn that (0.65 s at 10,000 nodes); while two partial
+gangs wait without blocking each other, every input built one to learn there
+is no deadlock. At the same epochs of the records those answers come from
+(``decider.CAPACITY_READS``), and before the next reservation expires, the
+decider's index answers instead. Specified against the decider without the
+memos (an index built afresh for each step, as a restarted worker's): the
 outcomes must be byte-identical, and a snapshot is built only when the
 records it reads changed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from cluster_objects import pod
-from harness import NOW, apply_writes
+from harness import NOW, Controller, apply_writes
 from test_decider_index import outcome_digest
 from test_decider_live_path import suspended_trio
+from test_gang_deadlock import GANGS, deadlocked
 
 from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.deadlock import NO_PREEMPTOR
 from gpuyield.agents.controller.decider import Input, step
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import ReservationRecord
@@ -81,13 +86,19 @@ def finished_fine_tune(at: float) -> list[Input]:
     return [*gone, Tick(at=at + 1)]
 
 
-def play(messages: list[Input], builds: Builds) -> tuple[int, int, list[Any]]:
-    """Step ``messages`` from the suspended trio twice: carried index, and fresh each step.
+def play(
+    messages: list[Input],
+    builds: Builds,
+    c: Controller | None = None,
+    counted: Callable[[str], bool] = lambda preemptor: preemptor.startswith("research/"),
+) -> tuple[int, int, list[Any]]:
+    """Step ``messages`` from ``c`` (the suspended trio) twice: carried index, fresh each step.
 
-    Returns the snapshots built for resumes with the carried index and with fresh
-    ones, and the commands (the same for both: their outcomes are compared).
+    Returns the snapshots built for the ``counted`` preemptors (the suspended
+    research jobs) with the carried index and with fresh ones, and the commands
+    (the same for both: their outcomes are compared).
     """
-    c = suspended_trio()
+    c = suspended_trio() if c is None else c
     records = dict(c.records)
     config = c.config
     carried = RecordIndex.build(records, config)
@@ -98,10 +109,10 @@ def play(messages: list[Input], builds: Builds) -> tuple[int, int, list[Any]]:
         origin = f"in/0/{n}"
         before = len(builds)
         fresh = step(records, message, origin, config, index=RecordIndex.build(records, config))
-        afresh += sum(1 for b in builds[before:] if b.startswith("research/"))
+        afresh += sum(1 for b in builds[before:] if counted(b))
         before = len(builds)
         outcome = step(records, message, origin, config, index=carried)
-        remembered += sum(1 for b in builds[before:] if b.startswith("research/"))
+        remembered += sum(1 for b in builds[before:] if counted(b))
         assert outcome_digest(outcome) == outcome_digest(fresh), f"input {n}: {message}"
         apply_writes(records, outcome)
         carried.apply(outcome.writes, records)
@@ -152,3 +163,27 @@ def test_the_memo_lapses_when_a_reservation_expires(builds: Builds) -> None:
             assert built == 0, f"tick at +{at - NOW:.0f} s"
         else:
             assert built > 0  # the hold expired: the snapshots are built again
+
+
+def test_partial_gangs_that_do_not_block_each_other_are_not_looked_at_again(
+    builds: Builds,
+) -> None:
+    """Two gangs each one pod short, and a free node either could take: no deadlock
+    (Volcano completes one there), and nothing changes while only time passes."""
+    c = deadlocked(nodes=7)
+    progress = [
+        JobProgress(
+            job=f"train/{GANGS[0]}",
+            step=300 + i,
+            progress=0.02,
+            first_seen_at=NOW - 4000,
+            updated_at=NOW + 20 * i,
+        )
+        for i in range(1, 21)
+    ]
+    remembered, afresh, commands = play(
+        progress, builds, c, counted=lambda preemptor: preemptor == NO_PREEMPTOR
+    )
+    assert afresh >= 20  # without the memo, every input looked for the deadlock again
+    assert remembered <= 1
+    assert commands == []
