@@ -77,10 +77,13 @@ def run(
     *,
     resume_backoff_s: float | None = None,
     resume_memo: bool = True,
+    parked: int = 0,
 ) -> dict[str, Any]:
     config = ControllerConfig()
     if resume_backoff_s is not None:
         config = config.model_copy(update={"resume_backoff_base_s": resume_backoff_s})
+    if parked:
+        config = config.model_copy(update={"adopt_aborted_jobs": True})
     stream = Stream(nodes, seed=seed, urgent_every=urgent_every, unschedulable_share=share)
     started = time.perf_counter()
     table = load(stream, config)
@@ -100,6 +103,7 @@ def run(
 
     feed = _feeder(table, index, config, timed, resume_memo=resume_memo)
     feed(Tick(at=stream.now), "warm/0/0")
+    stream.park(parked)
     for n in range(warmup):
         stream.answer(feed(next(stream), f"warm/0/{n + 1}"))
     decided: list[tuple[float, float]] = []  # (step s, planner s)
@@ -198,6 +202,13 @@ def main() -> None:
         action="store_true",
         help="forget the resume pass's memo before every step (the decider before it)",
     )
+    parser.add_argument(
+        "--parked",
+        type=int,
+        default=0,
+        help="gangs aborted outside gpuyield, adopted as suspended, that cannot fit "
+        "(decider_stream.Stream.park): a full cluster after a preemption",
+    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -211,6 +222,7 @@ def main() -> None:
                 args.seed + r,
                 resume_backoff_s=args.resume_backoff_s,
                 resume_memo=not args.no_resume_memo,
+                parked=args.parked,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

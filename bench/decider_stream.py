@@ -381,6 +381,24 @@ class Stream:
         self._emit(objects[1], KubeEventType.ADDED)
         self.waiting[job.key] = job
 
+    def park(self, count: int) -> None:
+        """``count`` gangs aborted outside gpuyield that the cluster cannot hold as it is.
+
+        Each wants one whole 8-GPU node more than the cluster has with 8 free
+        GPUs, so it cannot resume until completions free more: the state of a
+        full cluster after a preemption, in which the decider (adopting
+        aborted jobs) keeps asking whether they fit again.
+        """
+        whole = sum(1 for n, f in self.free.items() if f >= 8 and self.schedulable[n])
+        for i in range(count):
+            job = _Job(f"parked-{i:03d}", "research-elastic", 50.0, [8] * (whole + 1),
+                       [None] * (whole + 1), None, self.now, self.now)  # fmt: skip
+            objects = self._objects(job, unschedulable=False)
+            objects[0]["status"]["state"]["phase"] = "Aborted"
+            self._emit(objects[0], KubeEventType.ADDED)
+            self._emit(objects[1], KubeEventType.ADDED)
+            self.aborted[job.key] = job
+
     def answer(self, outcome: Outcome) -> None:
         """What the node agents and Volcano do about ``outcome``: ack yields, place preemptors."""
         for command in outcome.commands:

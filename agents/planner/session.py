@@ -187,9 +187,15 @@ def could_place_on_free_gpus(snapshot: Snapshot, job_name: str) -> bool:
 
     A necessary condition only, cheap to test (one pass over the pods): the
     free GPUs of the schedulable nodes must add up to what its waiting pods
-    need, and some node must have room for the largest. A caller that only
-    acts on a plan with no victim (the decider's resumes) may skip the
-    planner when this is False; the planner decides every other case.
+    need, and for every pod size ``g`` the pods of ``g`` GPUs or more must
+    find as many slots: each takes at least ``g`` of its node's free GPUs, so
+    a node with ``f`` free hosts at most ``f // g`` of them. (Some node with
+    room for the largest pod is the case of the largest size.) A gang of
+    whole-node pods on a full cluster with GPUs free here and there passes
+    the sum but not the slots, and the planner then searched in vain. A
+    caller that only acts on a plan with no victim (the decider's resumes)
+    may skip the planner when this is False; the planner decides every
+    other case.
     """
     job = snapshot.job(job_name)
     if job is None:
@@ -203,7 +209,13 @@ def could_place_on_free_gpus(snapshot: Snapshot, job_name: str) -> bool:
             if pod.node is not None and pod.phase not in _DONE:  # it holds GPUs
                 held[pod.node] = held.get(pod.node, 0) + pod.gpus
     free = [max(0, n.gpus - held.get(n.name, 0)) for n in snapshot.nodes if n.schedulable]
-    return sum(free) >= sum(waiting) and max(free, default=0) >= max(waiting)
+    if sum(free) < sum(waiting):
+        return False
+    for size in sorted({g for g in waiting if g > 0}, reverse=True):
+        pods = sum(1 for g in waiting if g >= size)
+        if sum(f // size for f in free) < pods:
+            return False
+    return True
 
 
 def _by_name(entry: tuple[str, Job, tuple[ActivePod, ...], int]) -> str:

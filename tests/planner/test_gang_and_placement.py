@@ -10,6 +10,7 @@ from __future__ import annotations
 from builders import HOUR, NOW, JobBuilder, a_job, a_node, a_pod, a_policy, a_queue, a_snapshot
 
 from gpuyield.agents.planner import plan
+from gpuyield.agents.planner.session import could_place_on_free_gpus
 from gpuyield.schemas import Plan, PodPhase, Snapshot
 
 
@@ -437,3 +438,35 @@ def test_with_no_pending_job_the_plan_has_no_preemptor_and_does_nothing() -> Non
     assert result.victims == ()
     assert result.placement == {}
     assert result.explanation  # it says so
+
+
+# --------------------------------------------------------------------------- the free-GPU pre-check
+
+
+def test_free_gpus_here_and_there_cannot_hold_a_gang_of_whole_node_pods() -> None:
+    """32 GPUs free in all and two whole nodes free, but three 8-GPU pods wait: the sum
+    and the largest pod pass, the slots do not, and no plan without victims exists."""
+    snapshot = a_snapshot(
+        nodes=[a_node(f"n{i}") for i in range(6)],
+        jobs=[
+            running("half-2", ("n2", 4)),
+            running("half-3", ("n3", 4)),
+            running("half-4", ("n4", 4)),
+            running("half-5", ("n5", 4)),
+            urgent(pods=3, gpus=8),
+        ],
+    )
+    assert not could_place_on_free_gpus(snapshot, "urgent")
+    result = plan(snapshot, "urgent")
+    assert not (result.feasible and not result.victims)
+
+
+def test_two_whole_nodes_free_hold_a_gang_of_two_whole_node_pods() -> None:
+    snapshot = a_snapshot(
+        nodes=[a_node(f"n{i}") for i in range(4)],
+        jobs=[running("half-2", ("n2", 4)), running("half-3", ("n3", 4)), urgent(pods=2, gpus=8)],
+    )
+    assert could_place_on_free_gpus(snapshot, "urgent")
+    result = plan(snapshot, "urgent")
+    assert result.feasible
+    assert not result.victims
