@@ -18,10 +18,9 @@ the heartbeats in between were never folded.
 So the worker's consumer checks, every few commit intervals, each flowing
 partition: its position, its committed offset, and whether anything of it is
 in flight (an event of it not yet acknowledged, or waiting in an agent's
-buffer). A
-partition idle at two checks in a row, with the same position and committed
-offset and the position past the committed offset, has records that nothing
-will process: it is sought back to its committed offset. Records processed
+buffer). A partition idle at two checks in a row, with the same position and
+committed offset and the position past the committed offset, has records
+that nothing will process: it is sought back to its committed offset. Records processed
 after the lost one are read again: at-least-once, as after any rebalance, and
 the agents' handling is idempotent. A partition sought back to the same
 offset ``MAX_SEEKS_BACK`` times without its committed offset moving is left,

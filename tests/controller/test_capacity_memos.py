@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from cluster_objects import pod
+from cluster_objects import event, pod
 from harness import NOW, Controller, apply_writes
 from test_decider_index import outcome_digest
 from test_decider_live_path import suspended_trio
@@ -28,7 +28,7 @@ from gpuyield.agents.controller.deadlock import NO_PREEMPTOR
 from gpuyield.agents.controller.decider import Input, step
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import ReservationRecord
-from gpuyield.schemas.messages import CommandAction, JobProgress, KubeEvent, KubeEventType, Tick
+from gpuyield.schemas.messages import CommandAction, JobProgress, KubeEventType, Tick
 
 Builds = list[str]
 
@@ -71,15 +71,10 @@ def quiet_inputs(start: float, count: int) -> list[Input]:
 def finished_fine_tune(at: float) -> list[Input]:
     """ft-wide completes: its four pods leave, and the research jobs fit again."""
     gone = [
-        KubeEvent.model_validate(
-            {
-                "type": KubeEventType.DELETED,
-                "kind": "Pod",
-                "namespace": "prod",
-                "name": f"ft-wide-worker-{k}",
-                "object": pod("ft-wide", k, namespace="prod", priority=1000, node=f"gpu-0{k}"),
-                "observed_at": at,
-            }
+        event(
+            pod("ft-wide", k, namespace="prod", priority=1000, node=f"gpu-0{k}"),
+            at,
+            KubeEventType.DELETED,
         )
         for k in range(4)
     ]
