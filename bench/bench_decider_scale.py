@@ -26,6 +26,7 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import platform
 import resource
@@ -34,6 +35,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from decider_reference import digest
 from decider_stream import Stream
 
 from gpuyield.agents.controller.config import ControllerConfig
@@ -78,6 +80,7 @@ def run(
     resume_backoff_s: float | None = None,
     resume_memo: bool = True,
     parked: int = 0,
+    free_capacity: bool = True,
 ) -> dict[str, Any]:
     config = ControllerConfig()
     if resume_backoff_s is not None:
@@ -89,7 +92,12 @@ def run(
     table = load(stream, config)
     loaded_s = time.perf_counter() - started
     started = time.perf_counter()
-    index = RecordIndex.build(table, config) if RecordIndex is not None else None
+    if RecordIndex is None:
+        index = None
+    elif free_capacity:
+        index = RecordIndex.build(table, config)
+    else:  # the resume checks build the planner's snapshot, as before the free GPUs per node
+        index = RecordIndex.build(table, config, free_capacity=False)
     index_s = time.perf_counter() - started
     planner_s = [0.0, 0.0]  # wall, CPU
 
@@ -111,6 +119,7 @@ def run(
     quiet: list[float] = []
     quiet_cpu: list[float] = []
     counts = {"decisions": 0, "commands": 0}
+    outcomes = hashlib.sha256()  # over every outcome measured: equal, byte-identical runs
     total, total_cpu = time.perf_counter(), time.process_time()
     for n in range(inputs):
         message = next(stream)
@@ -126,6 +135,7 @@ def run(
             quiet_cpu.append(took_cpu)
         counts["decisions"] += sum(1 for d in outcome.decisions if d.plan is not None)
         counts["commands"] += len(outcome.commands)
+        outcomes.update(digest(outcome).encode())
         stream.answer(outcome)
     total = time.perf_counter() - total
     total_cpu = time.process_time() - total_cpu
@@ -151,6 +161,7 @@ def run(
         "outside_planner_cpu_ms_p50": 1000 * percentile([d - p for d, p in decided_cpu], 0.5),
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         **counts,
+        "outcomes_sha256": outcomes.hexdigest()[:16],
     }
 
 
@@ -209,6 +220,12 @@ def main() -> None:
         help="gangs aborted outside gpuyield, adopted as suspended, that cannot fit "
         "(decider_stream.Stream.park): a full cluster after a preemption",
     )
+    parser.add_argument(
+        "--no-free-capacity",
+        action="store_true",
+        help="the index keeps no free GPUs per node: every resume check builds the "
+        "planner's snapshot (the decider before it)",
+    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -223,6 +240,7 @@ def main() -> None:
                 resume_backoff_s=args.resume_backoff_s,
                 resume_memo=not args.no_resume_memo,
                 parked=args.parked,
+                free_capacity=not args.no_free_capacity,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

@@ -327,7 +327,7 @@ def snapshot(
             )
         )
     known_nodes = {n.name for n in nodes}
-    queues = _queues(records, config, cluster_gpus)
+    queues = queues_of(records, config, cluster_gpus)
     jobs_out: list[Job] = []
     unique = tally.unique
     # Nearly always every pod is on a node the snapshot holds and its name is
@@ -478,7 +478,7 @@ class _Tally:
         return f"{view.name.split('/', 1)[0]}/{pod.name}"
 
 
-def _queues(records: Overlay, config: ControllerConfig, cluster_gpus: int) -> dict[str, Queue]:
+def queues_of(records: Overlay, config: ControllerConfig, cluster_gpus: int) -> dict[str, Queue]:
     """The watched queues, made consistent enough to plan with.
 
     Volcano's webhook rejects most inconsistencies, but a controller must not

@@ -40,8 +40,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuyield.agents.controller import cluster, deadlock, incidents, queue_capability
+from gpuyield.agents.controller import aborted, cluster, deadlock, incidents, queue_capability
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.free_capacity import FreeCapacity, node_facts
 from gpuyield.agents.controller.records import (
     ALERT,
     GROUP,
@@ -82,6 +83,7 @@ alert, and of the changes of the set of stuck gangs while a gang-deadlock alert 
 (the one condition that reads it: gangs are bound pod by pod, each a change of the set)."""
 
 GANG_DEADLOCK = AlertKind.GANG_DEADLOCK.value
+INVALID_INPUT = AlertKind.INVALID_INPUT.value
 
 WAKE_MARGIN_S = 1.0
 """How early a time-driven re-evaluation is scheduled: a little early costs one
@@ -111,14 +113,16 @@ class Quiet:
 class ResumeMemo:
     """What the resume pass learned at these epochs, until a reservation expires.
 
-    For each job it built a snapshot for, and the GPUs held for heavier jobs
-    before it, the free GPUs and its hold; made only when none of those
-    snapshots had room for its job, so the planner was never asked.
+    For each job it looked at, and the GPUs held for heavier jobs before it,
+    the free GPUs and its hold; made only when none of them had room for its
+    job, so the planner was never asked.
     """
 
     epochs: tuple[int, ...]
     until: float
     found: Mapping[tuple[str, tuple[tuple[str, int], ...]], tuple[int, Mapping[str, int]]]
+    validated: bool = True
+    """A snapshot was built (and was valid) at these epochs, not only the free-GPU counts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +137,11 @@ class NoDeadlock:
 class RecordIndex:
     """The decider's derived state for one table and one configuration (see the module)."""
 
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, *, free_capacity: bool = True) -> None:
         self.config = config
+        self.free = FreeCapacity() if free_capacity else None
+        """The free GPUs per node, for the resume pass's check without a snapshot (None:
+        every check builds the snapshot, as before it; the reference in tests and benches)."""
         self.keys: dict[str, set[str]] = {}
         self._sorted: dict[str, list[str]] = {}
         self.parsed: dict[str, tuple[Record, RecordModel]] = {}
@@ -171,6 +178,10 @@ class RecordIndex:
         self.alert_jobs: Counter[str] = Counter()
         self.deadlock_alerts: set[str] = set()
         """The keys of the open gang-deadlock alerts."""
+        self.invalid_alerts: set[str] = set()
+        """The keys of the open invalid-input alerts (only a snapshot built shows them over)."""
+        self.aborted_vjobs: set[str] = set()
+        """The Volcano Jobs (``namespace/name``) whose phase is Aborting or Aborted."""
         self.gpuless_queues: set[str] = set()
         """The keys of the queues whose capability names no GPUs (``queue_capability``)."""
         self.demands_memo: tuple[tuple[int, ...], float] | None = None
@@ -188,9 +199,11 @@ class RecordIndex:
         which ``apply`` takes instead of computing them again when given those writes."""
 
     @classmethod
-    def build(cls, records: Mapping[str, Record], config: ControllerConfig) -> RecordIndex:
+    def build(
+        cls, records: Mapping[str, Record], config: ControllerConfig, *, free_capacity: bool = True
+    ) -> RecordIndex:
         """The index of ``records``: what a restarted worker builds from its recovered table."""
-        index = cls(config)
+        index = cls(config, free_capacity=free_capacity)
         for key in records:
             value = records[key]
             index._key(key, value)
@@ -224,6 +237,10 @@ class RecordIndex:
             self.gpuless_queues.discard(key)
             if value is not None and queue_capability.lacks_gpu(value):
                 self.gpuless_queues.add(key)
+        elif kind == VJOB:
+            self.aborted_vjobs.discard(key[len(VJOB) :])
+            if value is not None and value.get("phase") in aborted.ABORTED_PHASES:
+                self.aborted_vjobs.add(key[len(VJOB) :])
         keys = self.keys.setdefault(kind, set())
         if value is None:
             self.parsed.pop(key, None)
@@ -238,13 +255,18 @@ class RecordIndex:
             if value is not None:
                 self.node_gpus[key] = int(value.get("gpus", 0))
                 self.cluster_gpus += self.node_gpus[key]
+            if self.free is not None:
+                self.free.node(key[len(NODE) :], node_facts(value))
 
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
         self.deadlock_alerts.discard(key)
+        self.invalid_alerts.discard(key)
         fields = value if value is not None else {}
         if fields.get("resolved_at") is None and fields.get("kind") == GANG_DEADLOCK:
             self.deadlock_alerts.add(key)
+        if fields.get("resolved_at") is None and fields.get("kind") == INVALID_INPUT:
+            self.invalid_alerts.add(key)
         old = self.alert_job.pop(key, None)
         if old is not None:
             self.alert_jobs[old] -= 1
@@ -429,6 +451,8 @@ class RecordIndex:
         if due is not None:
             self.checkpoint_due[name] = due
         self.queues[view.queue] += 1
+        if self.free is not None:
+            self.free.add(view)
 
     def _forget(self, view: cluster.JobView) -> None:
         name = view.name
@@ -438,6 +462,8 @@ class RecordIndex:
         self.queues[view.queue] -= 1
         if not self.queues[view.queue]:
             del self.queues[view.queue]
+        if self.free is not None:
+            self.free.remove(view)
 
     # -- reading -----------------------------------------------------------
     def views(self) -> Mapping[str, cluster.JobView]:
@@ -495,6 +521,9 @@ class RecordIndex:
             "alert_jobs": dict(self.alert_jobs),
             "deadlock_alerts": self.deadlock_alerts,
             "gpuless_queues": self.gpuless_queues,
+            "invalid_alerts": self.invalid_alerts,
+            "aborted_vjobs": self.aborted_vjobs,
+            "free": None if self.free is None else self.free.state(),
         }
 
 

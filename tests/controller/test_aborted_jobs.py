@@ -9,8 +9,10 @@ from harness import NOW, Controller, production_demand, shared_pool
 from rich.console import Console
 
 from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.decider import step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.live_view import live_view
-from gpuyield.schemas.messages import CommandAction, YieldAck, YieldOutcome
+from gpuyield.schemas.messages import CommandAction, Tick, YieldAck, YieldOutcome
 from gpuyield.status_command import render
 
 
@@ -121,3 +123,35 @@ def test_a_running_job_is_never_listed() -> None:
     c.add(volcano_job("sweep-0", "research", "Running"), NOW)
     c.add(pod("sweep-0", 0, namespace="research", node="gpu-00"), NOW)
     assert live_view(c.records, c.config, NOW)["aborted_outside"] == []
+
+
+class ReadsCounted(dict[str, Any]):
+    """The decider's table, noting each record a step reads."""
+
+    def __init__(self, records: dict[str, Any]) -> None:
+        super().__init__(records)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_looking_for_jobs_to_adopt_reads_only_the_aborted_ones() -> None:
+    """Every input used to read every Volcano Job's record to find the aborted ones
+    (30,000 at 10,000 nodes); the decider's index knows which they are."""
+    c = aborted_by_an_operator(ControllerConfig())  # not adopted yet
+    for i in range(40):
+        c.add(volcano_job(f"sweep-{i}", "research", "Running", replicas=0), NOW - 30)
+    table = ReadsCounted(c.records)
+    config = ControllerConfig(adopt_aborted_jobs=True)
+    index = RecordIndex.build(c.records, config)
+
+    outcome = step(table, Tick(at=NOW + 1), "in/0/1", config, index=index)
+
+    assert outcome.writes["suspended/research/ablation"]["adopted"] is True
+    assert not [key for key in table.read if key.startswith("vjob/research/sweep-")]

@@ -100,7 +100,8 @@ ops = st.lists(
 
 def play(script: list[Op]) -> None:
     """Play ``script`` on a 4-node pool twice over: with an index carried across the steps,
-    and with one built afresh from the table for each step; both must agree throughout."""
+    and with one built afresh from the table for each step, without the free GPUs per node
+    (its resume checks build the snapshot); both must agree throughout."""
     c = shared_pool()
     config = c.config
     records = dict(c.records)
@@ -137,7 +138,8 @@ def play(script: list[Op]) -> None:
         for message in messages:
             n += 1
             origin = f"in/0/{n}"
-            fresh = step(records, message, origin, config, index=RecordIndex.build(records, config))
+            reference = RecordIndex.build(records, config, free_capacity=False)
+            fresh = step(records, message, origin, config, index=reference)
             outcome = step(records, message, origin, config, index=carried)
             assert outcome_digest(outcome) == outcome_digest(fresh)
             apply_writes(records, outcome)
