@@ -47,7 +47,7 @@ from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.attempts import Attempts, attempt
 from gpuyield.agents.worker.heartbeats import ProgressFolder
-from gpuyield.agents.worker.job_events import write_events
+from gpuyield.agents.worker.job_events import EventWriting
 from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
 from gpuyield.agents.worker.shell import (
@@ -185,6 +185,12 @@ def build_app(
         **local,
     )
     deliver_without_tasks(app)
+    event_writing: EventWriting | None = None
+    if options.event_writer is not None:
+        event_writing = EventWriting(
+            options.event_writer, options.instance, options.spared_events, loop=app.loop
+        )
+        app.add_dependency(event_writing)
 
     def topic(name: str) -> faust.TopicT:
         return app.topic(p + name, value_serializer="raw", key_serializer="raw", internal=False)
@@ -389,14 +395,8 @@ def build_app(
             if failure is not None:  # tried enough: the input goes to dead letters, not round
                 await reject(event, failure)
                 continue
-            if options.event_writer is not None and outcome.decisions:
-                await write_events(
-                    options.event_writer,
-                    outcome.decisions,
-                    TableView(decider_table),
-                    options.instance,
-                    options.spared_events,
-                )
+            if event_writing is not None and outcome.decisions:
+                await event_writing.submit(outcome.decisions, TableView(decider_table))
             if publish_view is not None:
                 now = time.time()
                 if pacer.due(time.monotonic(), decided=bool(outcome.decisions)):
