@@ -406,6 +406,8 @@ class RecordIndex:
                 self._note(view, records)
             if (old is None) != (view is None):
                 self._names = None
+            if self.free is not None:
+                self.free.changed(name, old, view)
             now = (name in self.demands, name in self.stuck)
             if (was[0] or now[0]) and old != view:
                 self.epochs[DEMAND_VIEWS] += 1
@@ -451,8 +453,6 @@ class RecordIndex:
         if due is not None:
             self.checkpoint_due[name] = due
         self.queues[view.queue] += 1
-        if self.free is not None:
-            self.free.add(view)
 
     def _forget(self, view: cluster.JobView) -> None:
         name = view.name
@@ -462,8 +462,6 @@ class RecordIndex:
         self.queues[view.queue] -= 1
         if not self.queues[view.queue]:
             del self.queues[view.queue]
-        if self.free is not None:
-            self.free.remove(view)
 
     # -- reading -----------------------------------------------------------
     def views(self) -> Mapping[str, cluster.JobView]:

@@ -15,6 +15,7 @@ wrote), and end to end against the decider that builds the snapshot.
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 from cluster_objects import event
 from harness import NOW, apply_writes
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from test_capacity_memos import Builds, builds  # noqa: F401 -- the fixture
 from test_decider_index import outcome_digest
 
-from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller import cluster, free_capacity
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, step
 from gpuyield.agents.controller.free_capacity import node_facts
@@ -179,7 +180,14 @@ def same_answers_as_the_snapshot(spec: dict[str, Any]) -> None:
 @given(st.lists(st.tuples(st.integers(0, 6), st.sampled_from([*NODES, GHOST])), max_size=12))
 def test_the_buckets_follow_pods_that_come_and_go(moves: list[tuple[int, str]]) -> None:
     """Pods bound and deleted one by one: the index kept across them answers as one
-    built afresh (its buckets updated node by node, not rebuilt)."""
+    built afresh (its buckets updated node by node, not rebuilt), whether the view
+    changes are counted when asked or as they come (past the pending limit)."""
+    for limit in (free_capacity._PENDING_LIMIT, 0):
+        with patch.object(free_capacity, "_PENDING_LIMIT", limit):
+            follow(moves)
+
+
+def follow(moves: list[tuple[int, str]]) -> None:
     base: dict[str, Any] = {NODE + n: NodeRecord(gpus=8, schedulable=True).dump() for n in NODES}
     base[f"{SUSPENDED}lab/wide"] = SuspendedRecord(since=NOW - 300, decision="d").dump()
     for p in range(3):
