@@ -14,11 +14,17 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 - the latency of the steps that decided (ran the planner), median and p99,
   and the planner's own share of it (another part of the project);
 - a step's latency for the other inputs, median and p99;
-- the time to load the table and build its index (a worker's restart);
+- the time to load the table and build its index, its snapshot models
+  included (a worker's restart);
 - the process's peak resident memory once the 10,000-node table is loaded;
 - inputs per second and the planning steps' latency in CPU time of the
   process too (``time.process_time``), which the load of a shared machine
-  does not inflate the way it does wall-clock time.
+  does not inflate the way it does wall-clock time; and per CPU second of
+  the worker's share alone (``decider_inputs_per_cpu_s``: each input's step
+  and the index's update, without the stand-in cluster's own work of making
+  the next input and answering commands);
+- a SHA-256 over every measured outcome: equal for two runs of one seed
+  when they decided the same, byte for byte.
 
     .venv/bin/python bench/bench_decider_scale.py [--nodes 1000 10000] [--inputs 20000]
 """
@@ -81,6 +87,7 @@ def run(
     resume_memo: bool = True,
     parked: int = 0,
     free_capacity: bool = True,
+    warm: bool = True,
 ) -> dict[str, Any]:
     config = ControllerConfig()
     if resume_backoff_s is not None:
@@ -98,6 +105,8 @@ def run(
         index = RecordIndex.build(table, config)
     else:  # the resume checks build the planner's snapshot, as before the free GPUs per node
         index = RecordIndex.build(table, config, free_capacity=False)
+    if warm and hasattr(index, "warm"):
+        index.warm(table)  # as the worker does after building it: part of a restart
     index_s = time.perf_counter() - started
     planner_s = [0.0, 0.0]  # wall, CPU
 
@@ -147,6 +156,9 @@ def run(
         "index_s": index_s,
         "inputs_per_s": inputs / total,
         "inputs_per_cpu_s": inputs / total_cpu,
+        # The worker's share alone: each input's step and the index's update, without
+        # the stand-in cluster making the next input and answering this one's commands.
+        "decider_inputs_per_cpu_s": inputs / (sum(quiet_cpu) + sum(d for d, _ in decided_cpu)),
         "quiet_per_s": len(quiet) / sum(quiet) if quiet else float("nan"),
         "quiet_ms_p50": 1000 * percentile(quiet, 0.5),
         "quiet_ms_p99": 1000 * percentile(quiet, 0.99),
@@ -226,6 +238,12 @@ def main() -> None:
         help="the index keeps no free GPUs per node: every resume check builds the "
         "planner's snapshot (the decider before it)",
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="do not warm the index's snapshot models after building it (the first plan "
+        "builds them, as before the worker warmed them)",
+    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -241,6 +259,7 @@ def main() -> None:
                 resume_memo=not args.no_resume_memo,
                 parked=args.parked,
                 free_capacity=not args.no_free_capacity,
+                warm=not args.cold,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)
@@ -253,8 +272,9 @@ def main() -> None:
     keys = ["records", "index_s", "inputs_per_s", "quiet_per_s", "quiet_ms_p50", "quiet_ms_p99",
             "decided", "decided_ms_p50", "decided_ms_p99", "planner_ms_p50",
             "outside_planner_ms_p50", "rss_mib"]  # fmt: skip
-    cpu_keys = ["inputs_per_cpu_s", "quiet_per_cpu_s", "decided_cpu_ms_p50",
-                "planner_cpu_ms_p50", "outside_planner_cpu_ms_p50"]  # fmt: skip
+    cpu_keys = ["inputs_per_cpu_s", "decider_inputs_per_cpu_s", "quiet_per_cpu_s",
+                "decided_cpu_ms_p50", "planner_cpu_ms_p50",
+                "outside_planner_cpu_ms_p50"]  # fmt: skip
     print("| nodes | " + " | ".join(keys) + " |")
     print("|---" * (len(keys) + 1) + "|")
     for nodes, runs in results.items():

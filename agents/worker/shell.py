@@ -69,7 +69,8 @@ class DeciderIndex:
 
     Built from the table on the first step, and again on the first step after
     the worker's partitions moved (``reset``): the table may then have been
-    recovered from its changelog, and only the table is the truth.
+    recovered from its changelog, and only the table is the truth. Its snapshot
+    models are built then too (``warm``), not by the first plan after a restart.
     """
 
     def __init__(self, config: ControllerConfig) -> None:
@@ -79,6 +80,7 @@ class DeciderIndex:
     def of(self, records: Mapping[str, Any]) -> RecordIndex:
         if self.index is None:
             self.index = RecordIndex.build(records, self.config)
+            self.index.warm(records)
         return self.index
 
     def apply(self, writes: Writes, records: Mapping[str, Any]) -> None:

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from cluster_objects import node, pod
-from harness import NOW, Controller, shared_pool
+from harness import NOW, Controller, apply_writes, shared_pool
+from test_decider_index import _demand_events, outcome_digest
 
 from gpuyield.agents.controller import cluster
+from gpuyield.agents.controller.decider import step
+from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import Overlay
 from gpuyield.agents.controller.snapshot_parts import SnapshotParts
 from gpuyield.schemas import Snapshot
@@ -61,3 +67,39 @@ def test_a_pod_whose_name_another_namespace_shares_is_renamed_in_a_reused_snapsh
     sweep0 = after.job("research/sweep-0")
     assert sweep0 is not None
     assert sweep0.pods[0].name.startswith("research/")
+
+
+def test_a_restarted_worker_builds_the_models_before_its_first_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``RecordIndex.warm`` (the worker calls it after building its index): the first
+    plan after a restart builds only the preemptor's model, not every job's, and
+    decides byte for byte as a cold index does."""
+    c = shared_pool()
+    built: list[str] = []
+    original = cluster._job
+
+    def counted(view: cluster.JobView, *args: Any) -> Any:
+        built.append(view.name)
+        return original(view, *args)
+
+    monkeypatch.setattr(cluster, "_job", counted)
+    cold = RecordIndex.build(c.records, c.config)
+    warm = RecordIndex.build(c.records, c.config)
+    warm.warm(c.records)
+    assert set(built) == {"research/sweep-0", "research/sweep-1"}  # the jobs holding GPUs
+
+    records = dict(c.records)
+    planned = 0
+    for n, message in enumerate(_demand_events("ft-llama", 2, NOW + 30)):
+        expected = step(records, message, f"in/0/{n}", c.config, index=cold)
+        del built[:]
+        outcome = step(records, message, f"in/0/{n}", c.config, index=warm)
+        assert outcome_digest(outcome) == outcome_digest(expected)
+        if any(d.plan is not None for d in outcome.decisions):
+            planned += 1
+            assert set(built) == {"prod/ft-llama"}
+        apply_writes(records, outcome)
+        cold.apply(outcome.writes, records)
+        warm.apply(outcome.writes, records)
+    assert planned == 1
