@@ -46,7 +46,7 @@ from decider_stream import Stream
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, step, watched_record
-from gpuyield.agents.controller.records import Record
+from gpuyield.agents.controller.records import CLOCK, ClockRecord, Record
 from gpuyield.agents.planner import plan
 from gpuyield.schemas import Plan, Snapshot
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, Tick
@@ -58,13 +58,15 @@ except ImportError:  # pragma: no cover - measuring the code before the index
 
 
 def load(stream: Stream, config: ControllerConfig) -> dict[str, Record]:
-    """The table a worker recovers: every watched object's record, as ``step`` would write it."""
+    """The table a worker recovers: every watched object's record, as ``step`` would write it,
+    and the decider's clock at the stream's start."""
     table: dict[str, Record] = {}
     for message in stream.initial():
         assert isinstance(message, KubeEvent)
         assert message.type is KubeEventType.ADDED
         key, record = watched_record(message, config)
         table[key] = record.dump()
+    table[CLOCK] = ClockRecord(now=stream.now, tick=stream.now).dump()
     return table
 
 
