@@ -103,6 +103,7 @@ class FreeCapacity:
         self._pending[name] = (old if pending is None else pending[0], new)
         if len(self._pending) > _PENDING_LIMIT:
             self._settle()
+        self._bound()
 
     def _settle(self) -> None:
         pending, self._pending = self._pending, {}
@@ -122,6 +123,18 @@ class FreeCapacity:
             self.nodes[name] = facts
         self._dirty.add(name)
         self._note_record(name)
+        self._bound()
+
+    @property
+    def held_back(self) -> int:
+        """Nodes and job views changed since the buckets were last brought up to date."""
+        return len(self._dirty) + len(self._pending)
+
+    def _bound(self) -> None:
+        """Bring the buckets up to date once the nodes to restate outnumber the nodes (names
+        of nodes long gone would otherwise pile up while no resume check asks)."""
+        if len(self._dirty) > len(self.nodes) + _PENDING_LIMIT:
+            self._flush()
 
     def _note_record(self, name: str) -> None:
         if name in self.node_queues and name not in self.nodes:

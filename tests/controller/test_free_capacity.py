@@ -338,3 +338,29 @@ def test_a_nomination_is_served_first_by_the_pods_leaving_its_node() -> None:
     )
     assert room.free == 8
     assert room.could_place
+
+
+def test_what_waits_for_a_resume_check_stays_bounded_while_none_comes() -> None:
+    """Weeks without a suspended job: nodes that come and go under new names (spot
+    capacity) and jobs that start and end must not pile up waiting to be counted."""
+    config = ControllerConfig()
+    records: dict[str, Any] = {}
+    index = RecordIndex.build(records, config)
+    assert index.free is not None
+    for k in range(3000):
+        name, job = f"spot-{k}", f"lab/burst-{k}"
+        created = {
+            NODE + name: NodeRecord(gpus=8, schedulable=True).dump(),
+            f"{POD}{job}-worker-0": PodRecord(
+                namespace="lab", job=f"burst-{k}", group=None, gpus=8, node=name,
+                phase="Running", terminating=False, unschedulable=False,
+            ).dump(),
+        }  # fmt: skip
+        records.update(created)
+        index.apply(created, records)
+        gone = dict.fromkeys(created)
+        for key in gone:
+            del records[key]
+        index.apply(gone, records)
+    assert index.free.held_back <= 2 * 1024
+    assert index.free.state() == RecordIndex.build(records, config).free.state()  # type: ignore[union-attr]
