@@ -136,6 +136,14 @@ def table(spec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return records, written
 
 
+def pod_record(job: str, gpus: int, node: str | None = None) -> dict[str, Any]:
+    """A pod of ``lab/<job>`` as the decider stores it (its job label names the job)."""
+    return PodRecord(
+        namespace="lab", job=job, group=None, gpus=gpus, node=node,
+        phase="Running" if node else "Pending", terminating=False, unschedulable=False,
+    ).dump()  # fmt: skip
+
+
 @settings(max_examples=300, deadline=None)
 @given(clusters)
 def test_the_free_gpus_per_node_answer_as_the_snapshot_does(spec: dict[str, Any]) -> None:
@@ -191,10 +199,7 @@ def follow(moves: list[tuple[int, str]]) -> None:
     base: dict[str, Any] = {NODE + n: NodeRecord(gpus=8, schedulable=True).dump() for n in NODES}
     base[f"{SUSPENDED}lab/wide"] = SuspendedRecord(since=NOW - 300, decision="d").dump()
     for p in range(3):
-        base[f"{POD}lab/wide-worker-{p}"] = PodRecord(
-            namespace="lab", job="wide", group=None, gpus=8, node=None, phase="Pending",
-            terminating=False, unschedulable=False,
-        ).dump()  # fmt: skip
+        base[f"{POD}lab/wide-worker-{p}"] = pod_record("wide", 8)
     config = ControllerConfig()
     carried = RecordIndex.build(base, config)
     assert carried.free is not None
@@ -202,10 +207,7 @@ def follow(moves: list[tuple[int, str]]) -> None:
         key = f"{POD}lab/filler-worker-{slot}"
         value = None
         if key not in base:
-            value = PodRecord(
-                namespace="lab", job=f"filler-{slot % 3}", group=None, gpus=1 + slot % 4,
-                node=on, phase="Running", terminating=False, unschedulable=False,
-            ).dump()  # fmt: skip
+            value = pod_record(f"filler-{slot % 3}", 1 + slot % 4, on)
         writes = {key: value}
         if value is None:
             base.pop(key, None)
@@ -229,16 +231,10 @@ def test_a_parked_gang_costs_no_snapshot_while_pods_come_and_go(builds: Builds) 
     records: dict[str, Any] = {}
     for n in NODES:
         records[NODE + n] = NodeRecord(gpus=8, schedulable=True).dump()
-        records[f"{POD}lab/fill-{n}-worker-0"] = PodRecord(
-            namespace="lab", job=f"fill-{n}", group=None, gpus=7, node=n, phase="Running",
-            terminating=False, unschedulable=False,
-        ).dump()  # fmt: skip
+        records[f"{POD}lab/fill-{n}-worker-0"] = pod_record(f"fill-{n}", 7, n)
     records[f"{SUSPENDED}lab/wide"] = SuspendedRecord(since=NOW - 3600, decision="d").dump()
     for p in range(2):
-        records[f"{POD}lab/wide-worker-{p}"] = PodRecord(
-            namespace="lab", job="wide", group=None, gpus=8, node=None, phase="Pending",
-            terminating=False, unschedulable=False,
-        ).dump()  # fmt: skip
+        records[f"{POD}lab/wide-worker-{p}"] = pod_record("wide", 8)
     carried = RecordIndex.build(records, config)
     assert carried.views()["lab/wide"].state is JobState.SUSPENDED
     messages: list[Input] = []
@@ -275,11 +271,8 @@ def test_a_node_record_the_step_writes_is_read_before_the_table_holds_it() -> No
     records: dict[str, Any] = {
         NODE + "gpu-00": NodeRecord(gpus=8, schedulable=False).dump(),
         f"{SUSPENDED}lab/wide": SuspendedRecord(since=NOW - 3600, decision="d").dump(),
-        f"{POD}lab/wide-worker-0": PodRecord(
-            namespace="lab", job="wide", group=None, gpus=8, node=None, phase="Pending",
-            terminating=False, unschedulable=False,
-        ).dump(),
-    }  # fmt: skip
+        f"{POD}lab/wide-worker-0": pod_record("wide", 8),
+    }
     index = RecordIndex.build(records, config)
     message = event(a_gpu_node("gpu-00", gpus=8), NOW + 5, KubeEventType.MODIFIED)
     outcome = step(records, message, "in/0/1", config, index=index)
@@ -351,11 +344,8 @@ def test_what_waits_for_a_resume_check_stays_bounded_while_none_comes() -> None:
         name, job = f"spot-{k}", f"lab/burst-{k}"
         created = {
             NODE + name: NodeRecord(gpus=8, schedulable=True).dump(),
-            f"{POD}{job}-worker-0": PodRecord(
-                namespace="lab", job=f"burst-{k}", group=None, gpus=8, node=name,
-                phase="Running", terminating=False, unschedulable=False,
-            ).dump(),
-        }  # fmt: skip
+            f"{POD}{job}-worker-0": pod_record(f"burst-{k}", 8, name),
+        }
         records.update(created)
         index.apply(created, records)
         gone = dict.fromkeys(created)
