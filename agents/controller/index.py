@@ -48,6 +48,7 @@ from gpuyield.agents.controller.free_capacity import FreeCapacity, node_facts
 from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
+    DEMAND,
     GROUP,
     NODE,
     POD,
@@ -73,6 +74,10 @@ from gpuyield.schemas.messages import AlertKind
 
 JOB_KINDS = (POD, GROUP, VJOB, YIELD, SUSPENDED, PROGRESS)
 """The kinds of record a job's view is computed from."""
+
+RETAINED = (PROGRESS, SUSPENDED, DEMAND)
+"""Per-job records kept until no watched object names the job, then for a while
+(``decider._forget``)."""
 
 UNCACHED = (POD, GROUP, VJOB)
 """Kinds whose parsed records are not kept across steps: many, and read only
@@ -184,6 +189,11 @@ class RecordIndex:
         """The keys of the open gang-deadlock alerts."""
         self.invalid_alerts: set[str] = set()
         """The keys of the open invalid-input alerts (only a snapshot built shows them over)."""
+        self.retained: dict[str, set[str]] = {}
+        """Per job, the kinds of ``RETAINED`` record the table holds for it."""
+        self.unnamed: set[str] = set()
+        """The jobs with a ``RETAINED`` record that no PodGroup, pod or Volcano Job names
+        (``cluster.known_jobs``): what retention looks at on ticks, not every job."""
         self.aborted_vjobs: set[str] = set()
         """The Volcano Jobs (``namespace/name``) whose phase is Aborting or Aborted."""
         self.gpuless_queues: set[str] = set()
@@ -263,6 +273,15 @@ class RecordIndex:
             self.aborted_vjobs.discard(key[len(VJOB) :])
             if value is not None and value.get("phase") in aborted.ABORTED_PHASES:
                 self.aborted_vjobs.add(key[len(VJOB) :])
+        if kind in RETAINED:
+            job = key[len(kind) :]
+            kinds = self.retained.setdefault(job, set())
+            if value is None:
+                kinds.discard(kind)
+                if not kinds:
+                    del self.retained[job]
+            else:
+                kinds.add(kind)
         keys = self.keys.setdefault(kind, set())
         if value is None:
             self.parsed.pop(key, None)
@@ -279,6 +298,21 @@ class RecordIndex:
                 self.cluster_gpus += self.node_gpus[key]
             if self.free is not None:
                 self.free.node(key[len(NODE) :], node_facts(value))
+        if kind in RETAINED or kind == VJOB:
+            self._check_named(key[len(kind) :])
+
+    def _check_named(self, job: str) -> None:
+        """Keep ``unnamed`` true of ``job`` (after its records or its watched objects moved)."""
+        if job in self.retained and not self.named(job):
+            self.unnamed.add(job)
+        else:
+            self.unnamed.discard(job)
+
+    def named(self, job: str) -> bool:
+        """Whether a PodGroup, pod or Volcano Job of the table names ``job``."""
+        return (
+            job in self.job_groups or job in self.job_pods or VJOB + job in self.keys.get(VJOB, ())
+        )
 
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
@@ -333,11 +367,13 @@ class RecordIndex:
             if old is not None:
                 _discard(self.job_groups, old, tail)
                 self.dirty.add(old)
+                self._check_named(old)
             if value is not None:
                 job = f"{value.get('namespace')}/{value.get('job')}"
                 self.group_job[tail] = job
                 self.job_groups.setdefault(job, set()).add(tail)
                 self.dirty.add(job)
+                self._check_named(job)
             for pod in list(self.ref_pods.get(tail, ())):
                 self._map_pod(pod, self.group_job.get(tail))
         elif kind == YIELD:
@@ -389,10 +425,12 @@ class RecordIndex:
             del self.pod_job[tail]
             _discard(self.job_pods, old, tail)
             self.dirty.add(old)
+            self._check_named(old)
         if job is not None:
             self.pod_job[tail] = job
             self.job_pods.setdefault(job, set()).add(tail)
             self.dirty.add(job)
+            self._check_named(job)
 
     def refresh(
         self,
@@ -543,6 +581,8 @@ class RecordIndex:
             "gpuless_queues": self.gpuless_queues,
             "invalid_alerts": self.invalid_alerts,
             "aborted_vjobs": self.aborted_vjobs,
+            "retained": self.retained,
+            "unnamed": self.unnamed,
             "free": None if self.free is None else self.free.state(),
         }
 
@@ -618,12 +658,12 @@ class Scratch:
         index.refresh(self.view, before=self._before)
         return index.views()
 
-    def known_jobs(self) -> frozenset[str]:
-        """``cluster.known_jobs`` of the step's records so far."""
+    def named(self, job: str) -> bool:
+        """Whether a PodGroup, pod or Volcano Job of the step's records names ``job``
+        (``cluster.known_jobs``, asked of one job)."""
         self.views()
         index = self.index
-        vjobs = (key[len(VJOB) :] for key in self.view.keys_with_prefix(VJOB))
-        return frozenset({*index.job_groups, *index.job_pods, *vjobs})
+        return job in index.job_groups or job in index.job_pods or VJOB + job in self.view
 
     def cluster_gpus(self) -> int:
         """The GPUs of every node, the step's node writes included."""
