@@ -288,20 +288,10 @@ def snapshot(
     ``parts``: the models of the last snapshot, reused where nothing they are
     built from changed (the decider's, kept in its index).
     """
-    # GPUs nominated for other preemptors come first out of what leaving pods
-    # will free on that node (those pods still hold them), then out of the free ones.
     ordered = list(views.values())
     tally = _Tally(ordered)
-    leaving_gpus = tally.leaving
-    nominated: dict[str, int] = {}
-    for job, reservation in records.typed_prefix(RESERVATION, ReservationRecord):
-        if job == preemptor or reservation.until <= now:
-            continue
-        for on, gpus in reservation.nodes.items():
-            nominated[on] = nominated.get(on, 0) + gpus
-    reserved = {on: max(0, gpus - leaving_gpus.get(on, 0)) for on, gpus in nominated.items()}
-    for on, gpus in (held or {}).items():
-        reserved[on] = reserved.get(on, 0) + gpus
+    reservations = records.typed_prefix(RESERVATION, ReservationRecord)
+    reserved = reserved_gpus(reservations, preemptor, now, tally.leaving, held or {})
     taken = tally.held
     parts = SnapshotParts() if parts is None else parts
     parts.start()
@@ -381,6 +371,33 @@ def snapshot(
         queues=tuple(queues[name] for name in sorted(queues)),
         jobs=tuple(jobs_out),
     )
+
+
+def reserved_gpus(
+    reservations: Iterable[tuple[str, ReservationRecord]],
+    preemptor: str,
+    now: float,
+    leaving: Mapping[str, int],
+    held: Mapping[str, int],
+) -> dict[str, int]:
+    """GPUs per node set aside for others when planning for ``preemptor``.
+
+    The GPUs reservations in force nominate for other preemptors come first out
+    of what leaving pods will free on that node (those pods still hold them),
+    then out of the free ones; ``held`` (this step's holds for heavier
+    suspended jobs) comes on top. ``snapshot`` takes them off each node's
+    capacity, and ``FreeCapacity`` does the same without a snapshot.
+    """
+    nominated: dict[str, int] = {}
+    for job, reservation in reservations:
+        if job == preemptor or reservation.until <= now:
+            continue
+        for on, gpus in reservation.nodes.items():
+            nominated[on] = nominated.get(on, 0) + gpus
+    reserved = {on: max(0, gpus - leaving.get(on, 0)) for on, gpus in nominated.items()}
+    for on, gpus in held.items():
+        reserved[on] = reserved.get(on, 0) + gpus
+    return reserved
 
 
 def _node(name: str, node: NodeRecord, gpus: int, schedulable: bool) -> Node:

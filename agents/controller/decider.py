@@ -1318,19 +1318,14 @@ class _Rooms:
         self._s = s
 
     @cached_property
-    def _in_force(self) -> list[tuple[str, ReservationRecord]]:
-        s = self._s
-        return [
-            (job, r)
-            for job, r in s.view.typed_prefix(RESERVATION, ReservationRecord)
-            if r.until > s.now
-        ]
+    def _reservations(self) -> list[tuple[str, ReservationRecord]]:
+        return list(self._s.view.typed_prefix(RESERVATION, ReservationRecord))
 
     @cached_property
-    def _written(self) -> dict[str, NodeFacts | None]:
+    def _nodes_written(self) -> dict[str, NodeFacts | None]:
         """The node records this step wrote, which the index does not hold yet."""
         writes = self._s.view.writes
-        return {k[len(NODE) :]: node_facts(v) for k, v in writes.items() if k.startswith(NODE)}
+        return {node: node_facts(writes[NODE + node]) for node in _written(self._s, NODE)}
 
     @cached_property
     def _capabilities(self) -> dict[str, int | None]:
@@ -1343,16 +1338,12 @@ class _Rooms:
         free = s.index.free
         if free is None or s.index.invalid_alerts:
             return None
-        nominated: dict[str, int] = {}
-        for job, reservation in self._in_force:
-            if job != view.name:
-                for on, gpus in reservation.nodes.items():
-                    nominated[on] = nominated.get(on, 0) + gpus
         return free.room(
             view,
-            nominated=nominated,
+            reservations=self._reservations,
+            now=s.now,
             held=held,
-            written=self._written,
+            written=self._nodes_written,
             capability=self._capabilities.get(view.queue),
             need=cluster.gang_gpus(view),
         )

@@ -16,9 +16,8 @@ reads the buckets, not the nodes.
 The answers are the snapshot's, exactly (``tests/controller/test_free_capacity.py``
 checks them against ``cluster.snapshot`` on generated clusters):
 
-- a node's capacity is its GPUs less what is reserved on it for others (the
-  nominations of other preemptors, less what leaving pods there will free,
-  and the step's ``held``), as in ``cluster.snapshot``;
+- a node's capacity is its GPUs less what is reserved on it for others
+  (``cluster.reserved_gpus``, which ``cluster.snapshot`` uses too);
 - it is schedulable when its record says so and its pods do not hold more
   than that capacity (the snapshot closes an overcommitted node);
 - its free GPUs are that capacity less what placed pods hold, leaving ones
@@ -33,10 +32,11 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpuyield.agents.controller.cluster import JobView
+from gpuyield.agents.controller.cluster import JobView, reserved_gpus
+from gpuyield.agents.controller.records import ReservationRecord
 from gpuyield.schemas.snapshot import Pod
 
 NodeFacts = tuple[int, bool]
@@ -233,7 +233,8 @@ class FreeCapacity:
         self,
         view: JobView,
         *,
-        nominated: Mapping[str, int],
+        reservations: Iterable[tuple[str, ReservationRecord]],
+        now: float,
         held: Mapping[str, int],
         written: Mapping[str, NodeFacts | None],
         capability: int | None,
@@ -241,11 +242,12 @@ class FreeCapacity:
     ) -> Room:
         """What a snapshot for resuming ``view``'s job would answer.
 
-        ``nominated``: GPUs per node that reservations in force keep for other
-        preemptors; ``held``: free GPUs set aside in this step for heavier
-        suspended jobs; ``written``: node records the step wrote and the table
-        does not hold yet; ``capability``: the GPU capability of the job's
-        queue (None: none); ``need``: ``cluster.gang_gpus(view)``.
+        ``reservations``: every reservation record, by job (those in force for
+        other preemptors are taken off their nodes, ``cluster.reserved_gpus``);
+        ``held``: free GPUs set aside in this step for heavier suspended jobs;
+        ``written``: node records the step wrote and the table does not hold yet;
+        ``capability``: the GPU capability of the job's queue (None: none);
+        ``need``: ``cluster.gang_gpus(view)``.
         """
         self._flush()
         free_count = Counter(self._free_count)
@@ -253,9 +255,7 @@ class FreeCapacity:
         cap_sum = self._cap_sum
         # Nodes whose state differs from their bucket's: reserved, or written by the step.
         moved: dict[str, int | None] = {}
-        reserved = {n: max(0, g - self.leaving.get(n, 0)) for n, g in nominated.items()}
-        for name, gpus in held.items():
-            reserved[name] = reserved.get(name, 0) + gpus
+        reserved = reserved_gpus(reservations, view.name, now, self.leaving, held)
         for name in {*reserved, *written}:
             old = self._base.get(name)
             if old is not None:
@@ -272,7 +272,7 @@ class FreeCapacity:
         free = sum(f * count for f, count in free_count.items())
         if not view.pods:
             return Room(True, free, {})  # not in the snapshot: the planner names the problem
-        could_place = _could_place([p.gpus for p in view.pods if p.node is None], free_count)
+        could_place = _could_place([p.gpus for p in view.pods if p.node is None], free, free_count)
         if capability is not None and self._queue_used(view.queue, written) + need > capability:
             return Room(could_place, free, {})  # it waits for its queue, not for GPUs
         hold = self._hold(view.pods, free_count, cap_count, cap_sum, moved, need)
@@ -342,11 +342,12 @@ def node_facts(record: Mapping[str, object] | None) -> NodeFacts | None:
     return int(gpus) if isinstance(gpus, int | float | str) else 0, bool(record.get("schedulable"))
 
 
-def _could_place(waiting: Sequence[int], free_count: Counter[int]) -> bool:
-    """``could_place_on_free_gpus`` over the buckets: the sum, then the slots of each size."""
+def _could_place(waiting: Sequence[int], free: int, free_count: Counter[int]) -> bool:
+    """``could_place_on_free_gpus`` over the buckets: the sum (``free``), then the slots of
+    each size."""
     if not waiting:
         return True
-    if sum(f * n for f, n in free_count.items()) < sum(waiting):
+    if free < sum(waiting):
         return False
     for size in sorted({g for g in waiting if g > 0}, reverse=True):
         pods = sum(1 for g in waiting if g >= size)

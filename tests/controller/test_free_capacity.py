@@ -165,15 +165,11 @@ def same_answers_as_the_snapshot(spec: dict[str, Any]) -> None:
         if not view.pods:
             continue  # the resume pass skips a job with nothing to place
         snapshot = cluster.snapshot(records, views, view.name, NOW, config, held=held)
-        nominated: dict[str, int] = {}
-        for job, r in records.typed_prefix(RESERVATION, ReservationRecord):
-            if job != view.name and r.until > NOW:
-                for on, gpus in r.nodes.items():
-                    nominated[on] = nominated.get(on, 0) + gpus
         queue = capabilities.get(view.queue)
         room = index.free.room(
             view,
-            nominated=nominated,
+            reservations=records.typed_prefix(RESERVATION, ReservationRecord),
+            now=NOW,
             held=held,
             written={k[len(NODE) :]: node_facts(v) for k, v in written.items()},
             capability=None if queue is None else queue.capability.gpu,
@@ -217,7 +213,8 @@ def follow(moves: list[tuple[int, str]]) -> None:
         rebuilt = RecordIndex.build(base, config)
         assert rebuilt.free is not None
         view = carried.views()["lab/wide"]
-        ask = {"nominated": {}, "held": {}, "written": {}, "capability": None, "need": 24}
+        ask = {"reservations": [], "now": NOW, "held": {}, "written": {}, "capability": None,
+               "need": 24}  # fmt: skip
         assert carried.free.room(view, **ask) == rebuilt.free.room(view, **ask), f"move {k}"
         assert carried.free.state() == rebuilt.free.state()
 
@@ -312,7 +309,8 @@ def test_a_full_node_counts_towards_what_a_gang_could_ever_run_on() -> None:
     index = RecordIndex.build(table(spec)[0], ControllerConfig())
     assert index.free is not None
     view = index.views()[f"lab/job-{len(spec['jobs']) - 1}"]
-    ask: dict[str, Any] = {"nominated": {}, "held": {}, "written": {}, "capability": None}
+    ask: dict[str, Any] = {"reservations": [], "now": NOW, "held": {}, "written": {},
+                           "capability": None}  # fmt: skip
     assert dict(index.free.room(view, need=12, **ask).hold) == {"gpu-01": 4}
 
 
@@ -327,7 +325,13 @@ def test_a_nomination_is_served_first_by_the_pods_leaving_its_node() -> None:
     assert index.free is not None
     view = index.views()[f"lab/job-{len(spec['jobs']) - 1}"]
     room = index.free.room(
-        view, nominated={"gpu-00": 8}, held={}, written={}, capability=None, need=8
+        view,
+        reservations=[("lab/job-99", ReservationRecord(nodes={"gpu-00": 8}, until=NOW + 60))],
+        now=NOW,
+        held={},
+        written={},
+        capability=None,
+        need=8,
     )
     assert room.free == 8
     assert room.could_place
