@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Container, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -308,11 +308,11 @@ class RecordIndex:
         else:
             self.unnamed.discard(job)
 
-    def named(self, job: str) -> bool:
-        """Whether a PodGroup, pod or Volcano Job of the table names ``job``."""
-        return (
-            job in self.job_groups or job in self.job_pods or VJOB + job in self.keys.get(VJOB, ())
-        )
+    def named(self, job: str, keys: Container[str] | None = None) -> bool:
+        """Whether a PodGroup, pod or Volcano Job names ``job``; the Volcano Jobs looked up
+        in ``keys`` (a step's records), else among the table's."""
+        vjobs = self.keys.get(VJOB, ()) if keys is None else keys
+        return job in self.job_groups or job in self.job_pods or VJOB + job in vjobs
 
     def _alert(self, key: str, value: Record | None) -> None:
         """Keep the jobs of the open condition alerts (whose end a view change may bring)."""
@@ -662,8 +662,7 @@ class Scratch:
         """Whether a PodGroup, pod or Volcano Job of the step's records names ``job``
         (``cluster.known_jobs``, asked of one job)."""
         self.views()
-        index = self.index
-        return job in index.job_groups or job in index.job_pods or VJOB + job in self.view
+        return self.index.named(job, self.view)
 
     def cluster_gpus(self) -> int:
         """The GPUs of every node, the step's node writes included."""
