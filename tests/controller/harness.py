@@ -32,6 +32,22 @@ def apply_writes(records: dict[str, Any], outcome: Outcome) -> None:
             records[key] = value
 
 
+class ReadsCounted(dict[str, Any]):
+    """The decider's table, noting each record a step reads."""
+
+    def __init__(self, records: dict[str, Any]) -> None:
+        super().__init__(records)
+        self.read: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.add(key)
+        return super().get(key, default)
+
+
 @dataclass
 class Controller:
     config: ControllerConfig = field(default_factory=ControllerConfig)

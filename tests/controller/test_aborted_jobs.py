@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_objects import node, pod, pod_group, queue
-from harness import NOW, Controller, production_demand, shared_pool
+from harness import NOW, Controller, ReadsCounted, production_demand, shared_pool
 from rich.console import Console
 
 from gpuyield.agents.controller.config import ControllerConfig
@@ -123,22 +123,6 @@ def test_a_running_job_is_never_listed() -> None:
     c.add(volcano_job("sweep-0", "research", "Running"), NOW)
     c.add(pod("sweep-0", 0, namespace="research", node="gpu-00"), NOW)
     assert live_view(c.records, c.config, NOW)["aborted_outside"] == []
-
-
-class ReadsCounted(dict[str, Any]):
-    """The decider's table, noting each record a step reads."""
-
-    def __init__(self, records: dict[str, Any]) -> None:
-        super().__init__(records)
-        self.read: set[str] = set()
-
-    def __getitem__(self, key: str) -> Any:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.read.add(key)
-        return super().get(key, default)
 
 
 def test_looking_for_jobs_to_adopt_reads_only_the_aborted_ones() -> None:

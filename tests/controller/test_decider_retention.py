@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from cluster_objects import T0, event, pod, pod_group
-from harness import NOW, Controller, apply_writes, production_demand, shared_pool
+from harness import NOW, Controller, ReadsCounted, apply_writes, production_demand, shared_pool
 
 from gpuyield.agents.controller.decider import step
 from gpuyield.agents.controller.index import RecordIndex
@@ -92,22 +90,6 @@ def test_the_progress_of_a_deleted_job_is_forgotten_and_a_running_jobs_is_kept()
     c.tick(NOW + c.config.forget_after_s + 1)
     assert "progress/research/sweep-0" in c.records
     assert "progress/research/deleted-yesterday" not in c.records
-
-
-class ReadsCounted(dict[str, Any]):
-    """The decider's table, noting each record a step reads."""
-
-    def __init__(self, records: dict[str, Any]) -> None:
-        super().__init__(records)
-        self.read: set[str] = set()
-
-    def __getitem__(self, key: str) -> Any:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        self.read.add(key)
-        return super().get(key, default)
 
 
 def test_a_tick_looks_only_at_the_records_of_jobs_nothing_names_any_more() -> None:
