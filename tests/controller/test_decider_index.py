@@ -14,7 +14,8 @@ that rebuilt everything:
   updated from each step's writes equals one built afresh from the table, and
   gives the same outcomes as a fresh one;
 - the index's job views equal ``cluster.jobs``, the full rebuild, after every step,
-  and each job's run start read from its own pods equals the one read from all pods.
+  each job's run start read from its own pods equals the one read from all pods, and
+  the jobs retention looks at are those with records that ``cluster.known_jobs`` misses.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from hypothesis import strategies as st
 from gpuyield.agents.controller import cluster, incidents
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
-from gpuyield.agents.controller.index import RecordIndex
+from gpuyield.agents.controller.index import RETAINED, RecordIndex
 from gpuyield.agents.controller.records import Overlay
 from gpuyield.schemas.messages import JobProgress, KubeEvent, Tick, YieldAck, YieldOutcome
 
@@ -152,6 +153,8 @@ def play(script: list[Op]) -> None:
             assert incidents.run_starts(
                 Overlay(records, {}), views, carried.pods_of
             ) == incidents.run_starts(Overlay(records, {}), views)
+            retained = {k.split("/", 1)[1] for k in records if k.startswith(RETAINED)}
+            assert carried.unnamed == retained - cluster.known_jobs(Overlay(records, {}))
 
 
 def _event(obj: dict[str, Any], at: float, *, deleted: bool = False) -> KubeEvent:
