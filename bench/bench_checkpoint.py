@@ -1,16 +1,20 @@
 """Emergency-checkpoint benchmark: how much of a yield's grace period the save takes.
 
-Not a test. ``python bench/bench_checkpoint.py [--sizes 10M 100M 1B] [--repeats 3]``
-prints a markdown table, with the machine named: for MLPs of about 10M, 100M
+Not a test. ``python bench/bench_checkpoint.py [--sizes 10M 100M 1B] [--repeats 3]
+[--device cuda]`` prints a markdown table, with the machine named: for MLPs of about 10M, 100M
 and 1B fp32 parameters, the median time of the SDK's emergency checkpoint (from
 the yield agreed at a step boundary to the manifest committed: state dicts,
 RNG states, ``torch.save`` through the SHA-256 writer, fsyncs, rename,
 retention), the file size, and the median time of ``resume`` (verify the
 digest, ``torch.load(weights_only=True)``, load into the model and optimizer).
+With ``--device cuda`` the model and its optimizer state live on the GPU, as
+in a real job: the save then includes copying them to host memory, and the
+resume copying them back.
 
 The optimizer is Adam with its state populated (the file is then about 3x the
 weights) unless that would not fit in memory: then plain SGD without momentum
-(no state, the file is the weights), and the table says so. Files go to a
+(no state, the file is the weights), and the table says so. On a GPU the
+state must fit in the device's free memory too. Files go to a
 temporary directory (``--dir`` to choose the disk) and are removed.
 """
 
@@ -46,10 +50,11 @@ class Row:
     resume_s: list[float]
 
 
-def machine() -> str:
+def machine(device: torch.device) -> str:
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    gpu = f"{torch.cuda.get_device_name(device)}, " if device.type == "cuda" else ""
     return (
-        f"{cpu_model()}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, "
+        f"{gpu}{cpu_model()}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, "
         f"Python {platform.python_version()}, torch {torch.__version__}, {platform.platform()}"
     )
 
@@ -62,16 +67,21 @@ def available_memory() -> int:
     return 0
 
 
-def build(size: str) -> nn.Module:
+def build(size: str, device: torch.device) -> nn.Module:
     width, layers = SIZES[size]
     with torch.no_grad():
-        return nn.Sequential(*(nn.Linear(width, width) for _ in range(layers)))
+        return nn.Sequential(*(nn.Linear(width, width, device=device) for _ in range(layers)))
 
 
-def optimizer_for(model: nn.Module, params: int) -> tuple[torch.optim.Optimizer, str]:
+def optimizer_for(
+    model: nn.Module, params: int, device: torch.device
+) -> tuple[torch.optim.Optimizer, str]:
     """Adam with populated state if model + state, twice over (resume), fits; else plain SGD."""
     adam_bytes = params * 4 * 3 * 2
-    if adam_bytes < 0.7 * available_memory():
+    room = available_memory()
+    if device.type == "cuda":
+        room = min(room, torch.cuda.mem_get_info(device)[0])
+    if adam_bytes < 0.7 * room:
         adam = torch.optim.Adam(model.parameters(), lr=1e-4)
         for p in model.parameters():
             p.grad = torch.zeros_like(p)
@@ -104,10 +114,10 @@ def resume(model: nn.Module, optimizer: torch.optim.Optimizer, directory: Path) 
         return time.perf_counter() - started
 
 
-def measure(size: str, repeats: int, parent: Path | None) -> Row:
-    model = build(size)
+def measure(size: str, repeats: int, parent: Path | None, device: torch.device) -> Row:
+    model = build(size, device)
     params = sum(p.numel() for p in model.parameters())
-    optimizer, label = optimizer_for(model, params)
+    optimizer, label = optimizer_for(model, params, device)
     saves: list[float] = []
     resumes: list[float] = []
     file_bytes = 0
@@ -144,14 +154,16 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["10M", "100M"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: $TMPDIR)")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
+    device = torch.device(args.device)
     logging.basicConfig(level=logging.ERROR)  # the SDK's yield warnings are expected here
     torch.manual_seed(0)
     rows = []
     for size in args.sizes:
-        rows.append(measure(size, args.repeats, args.dir))
+        rows.append(measure(size, args.repeats, args.dir, device))
     where = args.dir or Path(tempfile.gettempdir())
-    print(f"Emergency checkpoints on {machine()}; files in {where}.\n")
+    print(f"Emergency checkpoints from {args.device} on {machine(device)}; files in {where}.\n")
     print(table(rows))
 
 

@@ -7,6 +7,7 @@ bit, as a run never stopped. The tests compare the result files.
 
     python examples/train_tiny.py --checkpoint-dir /tmp/ck --steps 200 --job ns/tiny
     python examples/train_tiny.py ... --ddp 2          # 2 ranks on gloo, spawned here
+    python examples/train_tiny.py ... --device cuda    # on the GPU (NCCL between ranks)
     RANK=1 WORLD_SIZE=2 MASTER_ADDR=... MASTER_PORT=... python examples/train_tiny.py ...
                                                        # one rank per pod, as Volcano starts them
 
@@ -105,16 +106,39 @@ def make_sink(args: argparse.Namespace) -> HeartbeatSink:
     return NullSink()
 
 
+def device_for(name: str, rank: int) -> torch.device:
+    """The rank's device: the CPU, or the GPU of its local rank.
+
+    On a GPU the run is made deterministic (cuBLAS's fixed workspace, and
+    deterministic kernels), so a resumed run can be compared bit for bit.
+    """
+    if name == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise SystemExit(f"--device {name}: torch sees no CUDA device")
+    local = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True)
+    torch.cuda.set_device(local)
+    return torch.device("cuda", local)
+
+
 def train(rank: int, world: int, args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format=f"%(asctime)s rank{rank} %(name)s %(message)s")
     torch.set_num_threads(1)  # the same reduction order in every run: bit-identical results
+    device = device_for(args.device, rank)
     torch.manual_seed(args.seed + rank)  # dropout differs per rank, as in real jobs
     np.random.seed(args.seed + rank)  # the input noise below
     if world > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=world)
+        backend = "nccl" if device.type == "cuda" else "gloo"
+        dist.init_process_group(backend, rank=rank, world_size=world)
 
     net = nn.Sequential(nn.Linear(FEATURES, 32), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 1))
-    model: nn.Module = DistributedDataParallel(net) if world > 1 else net
+    net = net.to(device)  # dropout on a GPU draws from its CUDA generator, which the SDK saves
+    model: nn.Module = net
+    if world > 1:
+        ids = [device.index] if device.type == "cuda" else None
+        model = DistributedDataParallel(net, device_ids=ids)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=10, gamma=0.9)
     data = SyntheticData(args.seed, rank, world, args.batch)
@@ -133,6 +157,7 @@ def train(rank: int, world: int, args: argparse.Namespace) -> int:
     for step in range(start, args.steps):
         x, y = data.next_batch()
         x = x + torch.from_numpy(np.random.normal(0.0, 0.01, x.shape).astype(np.float32))
+        x, y = x.to(device), y.to(device)
         loss = nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
@@ -213,7 +238,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--heartbeat-every-steps", type=int, default=None)
     parser.add_argument("--checkpoint-every", type=int, default=None, help="steps")
     parser.add_argument("--checkpoint-interval-s", type=float, default=None)
-    parser.add_argument("--ddp", type=int, default=1, help="gloo world size, spawned here")
+    parser.add_argument("--ddp", type=int, default=1, help="world size, spawned here")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--step-sleep", type=float, default=0.0, help="seconds, to slow it down")
