@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from gpuyield.agents.controller.progress import ForwardRule
 from gpuyield.agents.simulator import DEFAULT_POLICIES, POLICIES, run_policy
 from gpuyield.agents.simulator.defaults import DEFAULT_CONTROLLER, default_scenario
 from gpuyield.agents.simulator.event_log import TOPICS as LOG_TOPICS
@@ -166,6 +167,7 @@ def simulate_command(
     options = LogOptions(
         heartbeat_s=defaults.heartbeat_s if heartbeat_s is None else heartbeat_s,
         tick_s=defaults.tick_s if tick_s is None else tick_s,
+        forward=ForwardRule.of(knobs),
     )
     logs = _archives(archive, names, config, options)
     console = Console(stderr=True)

@@ -226,6 +226,21 @@ class ControllerConfig(BaseModel):
     like its own. Off by default: an operator who aborted a job by hand usually
     meant it; gpuyield status lists them either way."""
 
+    progress_forward_delta: Annotated[float, Field(gt=0, le=1)] = 0.01
+    """The progress agent forwards a job's summary to the decider once its progress
+    has moved this much (a fraction: 0.01 is one percent) since the copy the decider
+    has. A new checkpoint is forwarded at once whatever this says. Progress enters a
+    job's weight squared, so a percent moves W by at most 2 % of beta."""
+
+    progress_forward_silence_s: Annotated[float, Field(gt=0)] = 300.0
+    """The progress agent forwards a job's summary at the latest this long after the
+    last forward, while the job keeps beating, even when it moved less than
+    progress_forward_delta. No decision reads how fresh the copy is (only its progress and newest
+    checkpoint, forwarded by the rules above), so this only bounds how old the step
+    and step rate that gpuyield status shows may be. Each forward is a decider input,
+    a journal record and a changelog record: at 60 s, 30,000 jobs would send the
+    decider 500 of them a second for nothing new."""
+
     max_clock_skew_s: Annotated[float, Field(gt=0)] = 300.0
     """No input but a worker's tick moves the decider's clock more than this past
     the newest tick, and a tick this far behind the clock sets a poisoned clock

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.schemas.messages import Heartbeat, JobProgress
 
 RATE_SMOOTHING = 0.3
@@ -21,10 +22,19 @@ after a resume, one slow step does not swing it."""
 
 @dataclass(frozen=True, slots=True)
 class ForwardRule:
-    """When a changed record is worth the decider's attention."""
+    """When a changed record is worth the decider's attention (``ControllerConfig``'s
+    ``progress_forward_delta`` and ``progress_forward_silence_s``)."""
 
     min_progress_delta: float = 0.01
-    max_silence_s: float = 60.0
+    max_silence_s: float = 300.0
+
+    @classmethod
+    def of(cls, config: ControllerConfig) -> ForwardRule:
+        return cls(config.progress_forward_delta, config.progress_forward_silence_s)
+
+
+DEFAULT_FORWARD = ForwardRule()
+"""The rule at ``ControllerConfig``'s defaults."""
 
 
 def in_worker_time(
@@ -132,7 +142,7 @@ def _fold(previous: JobProgress | None, beat: Heartbeat) -> JobProgress | None:
 
 
 def should_forward(
-    forwarded: JobProgress | None, current: JobProgress, rule: ForwardRule = ForwardRule()
+    forwarded: JobProgress | None, current: JobProgress, rule: ForwardRule = DEFAULT_FORWARD
 ) -> bool:
     """True when the decider's copy (``forwarded``) is stale enough to matter."""
     if forwarded is None:

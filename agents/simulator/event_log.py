@@ -43,7 +43,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gpuyield.agents.controller.progress import fold, should_forward
+from gpuyield.agents.controller.progress import DEFAULT_FORWARD, ForwardRule, fold, should_forward
 from gpuyield.agents.demo import objects
 from gpuyield.agents.simulator.engine import Simulation
 from gpuyield.agents.simulator.snapshots import EPOCH, node_name
@@ -93,6 +93,8 @@ class LogOptions:
     """The workers' tick period, as the decider sees it."""
     epoch: float = EPOCH
     """Unix time of the simulation's time 0 (the measured window's start)."""
+    forward: ForwardRule = DEFAULT_FORWARD
+    """When a folded summary is forwarded to ``job-progress`` (the worker's knobs)."""
 
     def __post_init__(self) -> None:
         if not self.heartbeat_s > 0 or not self.tick_s > 0:
@@ -451,7 +453,7 @@ class EventLog:
         if folded is None:
             return
         state.progress = folded
-        if should_forward(state.forwarded, folded):
+        if should_forward(state.forwarded, folded, self.options.forward):
             forwarded = folded.model_copy(update={"forwarded_at": epoch + t})
             state.forwarded = forwarded
             self._send(JOB_PROGRESS, forwarded.job, encode(forwarded), t)

@@ -44,6 +44,7 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome
 from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
+from gpuyield.agents.controller.progress import ForwardRule
 from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.attempts import Attempts, attempt
 from gpuyield.agents.worker.heartbeats import ProgressFolder
@@ -227,7 +228,9 @@ def build_app(
     # faust derives a table's codec from its value type (json for anything but
     # bytes); set ours before the changelog topic is first built.
     cast(Any, decider_table).value_serializer = RECORD_CODEC
-    folder = ProgressFolder(cast(Any, progress_table), config.max_clock_skew_s)
+    folder = ProgressFolder(
+        cast(Any, progress_table), config.max_clock_skew_s, ForwardRule.of(config)
+    )
 
     @app.on_partitions_revoked.connect
     async def forget_folds(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:

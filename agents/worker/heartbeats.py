@@ -4,8 +4,9 @@ Beats are taken in batches: a job that beat several times in one batch is
 forwarded (and its table record written) at most once, which is what lets
 one worker keep up with thousands of beats a second. Only forwarded records
 are written to the table, so the changelog carries a few messages per job
-per minute, not every heartbeat; a new owner after a rebalance starts from
-the last forwarded record, at most a minute or a percent behind.
+per few minutes, not every heartbeat; a new owner after a rebalance starts
+from the last forwarded record, at most a percent or the forward rule's
+silence behind (``progress.ForwardRule``).
 
 A forwarded record is serialised once: the table keeps its wire bytes, which
 are both the changelog record and the message forwarded to the decider (the
@@ -39,9 +40,15 @@ class ProgressFolder:
     (``None`` or empty bytes: none; a deletion reads back empty from Tansu).
     """
 
-    def __init__(self, table: MutableMapping[bytes, bytes], max_skew_s: float = 300.0) -> None:
+    def __init__(
+        self,
+        table: MutableMapping[bytes, bytes],
+        max_skew_s: float = 300.0,
+        rule: progress_rules.ForwardRule = progress_rules.DEFAULT_FORWARD,
+    ) -> None:
         self.table = table
         self.max_skew_s = max_skew_s
+        self.rule = rule
         self.latest: dict[str, JobProgress] = {}
         self._written: dict[str, Forwarded] = {}
         """Per job, what this folder last wrote to the table: read back without parsing."""
@@ -85,7 +92,7 @@ class ProgressFolder:
         folded = self.latest.get(job)
         if folded is None:  # forgotten in a rebalance since it was folded
             return None
-        if not progress_rules.should_forward(self._stored(job), folded):
+        if not progress_rules.should_forward(self._stored(job), folded, self.rule):
             return None
         record = folded.model_copy(update={"forwarded_at": folded.updated_at})
         forwarded = Forwarded(record, encode(record))

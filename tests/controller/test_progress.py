@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from cluster_objects import T0
 
-from gpuyield.agents.controller.progress import ForwardRule, fold, should_forward
+from gpuyield.agents.controller.config import ControllerConfig
+from gpuyield.agents.controller.progress import DEFAULT_FORWARD, ForwardRule, fold, should_forward
 from gpuyield.schemas.messages import Heartbeat
 
 
@@ -62,7 +63,7 @@ def test_a_new_checkpoint_is_forwarded_at_once() -> None:
     assert should_forward(forwarded, current)
 
 
-def test_small_progress_is_not_forwarded_until_a_percent_or_a_minute_passes() -> None:
+def test_small_progress_is_not_forwarded_until_a_percent_or_the_silence_passes() -> None:
     forwarded = fold(None, beat(100, T0))
     assert forwarded is not None
     small = fold(forwarded, beat(150, T0 + 10))
@@ -73,4 +74,9 @@ def test_small_progress_is_not_forwarded_until_a_percent_or_a_minute_passes() ->
     assert should_forward(forwarded, percent)
     quiet = fold(forwarded, beat(101, T0 + 61))
     assert quiet is not None
+    assert not should_forward(forwarded, quiet)  # the default silence is five minutes
     assert should_forward(forwarded, quiet, ForwardRule(max_silence_s=60))
+
+
+def test_the_default_rule_is_the_one_the_settings_default_to() -> None:
+    assert ForwardRule.of(ControllerConfig()) == DEFAULT_FORWARD

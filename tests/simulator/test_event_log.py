@@ -25,6 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from gpuyield.agents.controller.progress import ForwardRule
 from gpuyield.agents.controller.replay import Derivation, derive
 from gpuyield.agents.simulator import POLICIES, Simulation, run_policy
 from gpuyield.agents.simulator.event_log import (
@@ -252,6 +253,24 @@ def test_each_jobs_heartbeats_move_forward_and_report_checkpoints_already_writte
                 assert b.last_checkpoint_step is not None
                 assert b.last_checkpoint_step <= b.step
     assert sum(1 for seen in beats.values() for b in seen if b.last_checkpoint_step) > 20
+
+
+def test_progress_is_forwarded_by_the_configured_rule(
+    gpuyield_run: tuple[Any, list[LogMessage]],
+) -> None:
+    """Forwarding only checkpoints: each job's first summary, then one per new checkpoint."""
+    only_checkpoints = ForwardRule(min_progress_delta=1.0, max_silence_s=1e12)
+    _, messages = simulate("gpuyield", LogOptions(1800.0, 300.0, forward=only_checkpoints))
+    last: dict[str, JobProgress] = {}
+    for m in messages:
+        if m.topic == JOB_PROGRESS:
+            record = decode(JobProgress, m.value)
+            before = last.get(record.job)
+            assert before is None or record.last_checkpoint_at != before.last_checkpoint_at
+            last[record.job] = record
+    default = sum(1 for m in gpuyield_run[1] if m.topic == JOB_PROGRESS)
+    assert len(last) > 20
+    assert sum(1 for m in messages if m.topic == JOB_PROGRESS) < default
 
 
 def test_only_the_graceful_policy_acknowledges_yields(

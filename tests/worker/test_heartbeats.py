@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.progress import fold
+from gpuyield.agents.controller.progress import ForwardRule, fold
 from gpuyield.agents.worker.app import WorkerOptions, build_app
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.schemas.decoding import encode
@@ -55,6 +55,33 @@ def test_a_batch_forwards_each_changed_job_once_and_persists_only_what_it_forwar
     folder.fold(beat(105, NOW + 10, 0.1045))
     assert folder.forward_changed({JOB: None}) == []
     assert stored(table).step == 104
+
+
+def test_a_job_that_barely_moves_is_forwarded_again_only_after_the_configured_silence() -> None:
+    config = ControllerConfig(progress_forward_delta=0.05, progress_forward_silence_s=120)
+    folder = ProgressFolder({}, rule=ForwardRule.of(config))
+    folder.fold(beat(100, NOW, 0.10))
+    assert folder.to_forward(JOB) is not None
+    forwarded_at = {}
+    for i in range(1, 30):  # a beat every 10 s, 0.1 % of progress each
+        folder.fold(beat(100 + i, NOW + 10 * i, 0.10 + i / 1000))
+        record = folder.to_forward(JOB)
+        if record is not None:
+            forwarded_at[i * 10] = record.record.progress
+    assert forwarded_at == {120: 0.112, 240: 0.124}  # 1.2 % each time: below the 5 % delta
+
+
+def test_a_job_that_moves_the_configured_delta_is_forwarded_at_once() -> None:
+    config = ControllerConfig(progress_forward_delta=0.05, progress_forward_silence_s=3600)
+    folder = ProgressFolder({}, rule=ForwardRule.of(config))
+    folder.fold(beat(100, NOW, 0.10))
+    assert folder.to_forward(JOB) is not None
+    folder.fold(beat(200, NOW + 10, 0.149))
+    assert folder.to_forward(JOB) is None
+    folder.fold(beat(300, NOW + 20, 0.16))
+    forwarded = folder.to_forward(JOB)
+    assert forwarded is not None
+    assert forwarded.record.step == 300
 
 
 def test_the_table_holds_the_very_bytes_forwarded_to_the_decider() -> None:
@@ -165,3 +192,11 @@ async def test_the_worker_forgets_its_folds_when_its_partitions_are_revoked() ->
     folder.fold(beat(100, NOW, 0.1))
     await app.on_partitions_revoked.send(set())
     assert folder.latest == {}
+
+
+def test_the_worker_forwards_progress_by_its_configured_rule() -> None:
+    config = ControllerConfig(progress_forward_delta=0.02, progress_forward_silence_s=45)
+    app = build_app(
+        WorkerOptions(app_kwargs={"id": "rule", "broker": "kafka://127.0.0.1:9"}), config
+    )
+    assert app.gpuyield_progress_folder.rule == ForwardRule(0.02, 45)
