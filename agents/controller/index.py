@@ -172,6 +172,11 @@ class RecordIndex:
         self._views: dict[str, cluster.JobView] = {}
         self._names: list[str] | None = None
         self.dirty: set[str] = set()
+        self.renote: set[str] = set()
+        """Jobs whose progress record changed in a way their view does not read: noted
+        again (checkpoint due, alerts), not recomputed (``track``)."""
+        self.progress_seen: dict[str, object] = {}
+        """Per job, what its view reads of its progress record: its ``first_seen_at``."""
         self.demands: set[str] = set()
         self.partial: set[str] = set()
         self.stuck: set[str] = set()
@@ -396,8 +401,28 @@ class RecordIndex:
                 self.yield_job[tail] = job
                 self.job_yields.setdefault(job, set()).add(tail)
                 self.dirty.add(job)
-        else:  # a Volcano Job, a suspension or a progress record: keyed by the job itself
+        elif kind == PROGRESS:
+            self._track_progress(tail, value)
+        else:  # a Volcano Job or a suspension: keyed by the job itself
             self.dirty.add(tail)
+
+    def _track_progress(self, job: str, value: Record | None) -> None:
+        """A job's view reads of its progress record only whether there is one and its
+        ``first_seen_at`` (``cluster.job_view``); the rest moves with every forward (a
+        third of a busy cluster's inputs), and only the job's notes read it. So a
+        change that keeps both re-notes the job instead of recomputing its view."""
+        seen: object = None
+        if value is not None:
+            seen = value.get("first_seen_at") if isinstance(value, dict) else None
+            if not isinstance(seen, int | float) or isinstance(seen, bool):
+                seen = _MALFORMED  # recomputed, and reported by its parse as before
+        before = self.progress_seen.pop(job, None)
+        if seen is not None:
+            self.progress_seen[job] = seen
+        if seen is _MALFORMED or before is _MALFORMED or before != seen:
+            self.dirty.add(job)
+        else:
+            self.renote.add(job)
 
     def _track_pod(self, tail: str, value: Record | None) -> None:
         ref = self.pod_ref.pop(tail, None)
@@ -450,6 +475,17 @@ class RecordIndex:
         # A fresh set each time: popping from a set that once held every job (``build``)
         # scans its emptied slots, a cost that grows with the cluster.
         dirty, self.dirty = self.dirty, set()
+        renote, self.renote = self.renote, set()
+        for name in renote - dirty:
+            view = self._views.get(name)
+            if view is None:
+                continue  # nothing to note: no view reads the record
+            if before is not None and name not in before:
+                before[name] = view
+            self._forget(view)
+            self._note(view, records)
+            if name in self.alert_jobs:
+                self.epochs[ALERT_VIEWS] += 1
         for name in dirty:
             if before is not None and name not in before:
                 before[name] = self._views.get(name)
@@ -583,6 +619,7 @@ class RecordIndex:
             "aborted_vjobs": self.aborted_vjobs,
             "retained": self.retained,
             "unnamed": self.unnamed,
+            "progress_seen": self.progress_seen,
             "free": None if self.free is None else self.free.state(),
         }
 
@@ -686,6 +723,10 @@ class Scratch:
         index.prepared = Prepared(dict(self._applied), ours) if complete else None
         self._applied.clear()
         self._before.clear()
+
+
+_MALFORMED = object()
+"""A progress record whose ``first_seen_at`` cannot be read: always recomputed."""
 
 
 def _discard(groups: dict[str, set[str]], key: str, member: str) -> None:

@@ -37,7 +37,15 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, Outcome, step
 from gpuyield.agents.controller.index import RETAINED, RecordIndex
 from gpuyield.agents.controller.records import Overlay
-from gpuyield.schemas.messages import JobProgress, KubeEvent, Tick, YieldAck, YieldOutcome
+from gpuyield.schemas.messages import (
+    AlertKind,
+    AlertState,
+    JobProgress,
+    KubeEvent,
+    Tick,
+    YieldAck,
+    YieldOutcome,
+)
 
 DATA = Path(__file__).parent / "data"
 KINDS: dict[str, type[Input]] = {
@@ -131,8 +139,12 @@ def play(script: list[Op]) -> None:
         elif kind == "placed":
             messages = [_event(pod_group(f"ft-{k}", namespace="prod", queue="production"), t)]
         elif kind == "progress":
+            # first seen at one of two times: mostly the same as the job's record (a
+            # forward its view does not read), now and then another (one it does)
             messages = [JobProgress(job=f"prod/ft-{k}", step=k * 10, progress=0.1 * k,
-                                    checkpoint_interval_s=60.0, first_seen_at=NOW,
+                                    checkpoint_interval_s=60.0,
+                                    last_checkpoint_at=t - dt / 2 if dt % 3 else None,
+                                    first_seen_at=NOW + 60 * (dt % 7 == 0),
                                     updated_at=t)]  # fmt: skip
         else:
             messages = [Tick(at=t)]
@@ -206,3 +218,73 @@ def test_writes_other_than_the_last_steps_are_followed_from_the_table() -> None:
     carried.apply(outcome.writes, records)
     assert [p.name for p in carried.views()["prod/ft-9"].pods] == ["ft-9-worker-0"]
     assert carried.state() == RecordIndex.build(records, config).state()
+
+
+def test_a_forward_its_view_does_not_read_is_noted_without_recomputing_the_view(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job's view reads only whether it has a progress record and when it was first
+    seen; a forward that keeps both (nearly every one) updates what the job's notes read,
+    its checkpoint's due time, and recomputes nothing."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    index = RecordIndex.build(records, config)
+    job = "research/sweep-0"
+
+    def forward(n: int, checkpoint_at: float, first_seen: float = NOW - 60) -> None:
+        message = JobProgress(job=job, step=100 * n, progress=0.1 * n,
+                              checkpoint_interval_s=600.0, last_checkpoint_at=checkpoint_at,
+                              first_seen_at=first_seen, updated_at=NOW + n)  # fmt: skip
+        outcome = step(records, message, f"in/0/{n}", config, index=index)
+        apply_writes(records, outcome)
+        index.apply(outcome.writes, records)
+
+    forward(1, NOW - 30)  # the job's first record: its view reads it
+    due = index.checkpoint_due[job]
+    computed: list[str] = []
+    compute = RecordIndex._compute
+
+    def counted(self: RecordIndex, name: str, *args: Any) -> Any:
+        computed.append(name)
+        return compute(self, name, *args)
+
+    monkeypatch.setattr(RecordIndex, "_compute", counted)
+    forward(2, NOW + 2)  # a newer checkpoint, first seen as before
+    assert computed == []
+    assert index.checkpoint_due[job] == due + 32
+    assert index.state() == RecordIndex.build(records, config).state()
+    forward(3, NOW + 2, first_seen=NOW - 10)  # what the view reads moved
+    assert job in computed
+    assert index.state() == RecordIndex.build(records, config).state()
+
+
+def test_a_fresh_checkpoint_resolves_a_stale_checkpoint_alert_through_a_carried_index() -> None:
+    """The forward that ends a checkpoint-stale incident is one its job's view does not
+    read: the incident's memo must still see that the job's notes changed."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    index = RecordIndex.build(records, config)
+    job = "research/sweep-0"
+    alerts = []
+
+    def feed(message: Input, n: int) -> None:
+        outcome = step(records, message, f"in/0/{n}", config, index=index)
+        apply_writes(records, outcome)
+        index.apply(outcome.writes, records)
+        alerts.extend(a for a in outcome.alerts if a.kind == AlertKind.CHECKPOINT_STALE)
+
+    def forward(checkpoint_at: float, at: float) -> JobProgress:
+        return JobProgress(job=job, step=1000, progress=0.4, last_checkpoint_at=checkpoint_at,
+                           checkpoint_interval_s=600.0, first_seen_at=NOW - 7200,
+                           updated_at=at)  # fmt: skip
+
+    feed(forward(NOW - 1000, NOW), 1)
+    feed(Tick(at=NOW + 10), 2)  # 1,010 s: under three intervals
+    feed(Tick(at=NOW + 20), 3)  # the memo: nothing ended, nothing to look at again
+    feed(Tick(at=NOW + 900), 4)
+    feed(Tick(at=NOW + 910), 5)  # the alert is open and, at this tick, remembered as such
+    assert [a.state for a in alerts] == [AlertState.FIRING]
+    feed(forward(NOW + 950, NOW + 951), 6)
+    assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
