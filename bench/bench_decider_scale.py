@@ -90,6 +90,7 @@ def run(
     parked: int = 0,
     free_capacity: bool = True,
     warm: bool = True,
+    beating: bool = False,
 ) -> dict[str, Any]:
     config = ControllerConfig()
     if resume_backoff_s is not None:
@@ -122,6 +123,9 @@ def run(
 
     feed = _feeder(table, index, config, timed, resume_memo=resume_memo)
     feed(Tick(at=stream.now), "warm/0/0")
+    if beating:
+        for n, summary in enumerate(stream.beating()):
+            feed(summary, f"beating/0/{n}")
     stream.park(parked)
     for n in range(warmup):
         stream.answer(feed(next(stream), f"warm/0/{n + 1}"))
@@ -246,6 +250,12 @@ def main() -> None:
         help="do not warm the index's snapshot models after building it (the first plan "
         "builds them, as before the worker warmed them)",
     )
+    parser.add_argument(
+        "--beating",
+        action="store_true",
+        help="before the warm-up, a progress summary of every running job (every job runs "
+        "the trainer SDK): the stream's progress inputs then update records, not create them",
+    )
     args = parser.parse_args()
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
@@ -262,6 +272,7 @@ def main() -> None:
                 parked=args.parked,
                 free_capacity=not args.no_free_capacity,
                 warm=not args.cold,
+                beating=args.beating,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

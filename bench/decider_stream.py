@@ -256,25 +256,32 @@ class Stream:
         keys = list(self.running)  # insertion order: deterministic
         return self.running[keys[self.rng.randrange(len(keys))]]
 
+    def beating(self) -> list[Input]:
+        """A progress summary of every running job, as of now: a cluster whose every job
+        has heartbeated before (the stream's own inputs then update records, not create
+        them). Draws nothing from the stream's generator, so the inputs after are the same."""
+        return [self._summary(job) for job in self.running.values()]
+
     def _progress(self) -> None:
         job = self._random_running()
         if job is None:
             return
         job.steps += self.rng.randint(50, 500)
+        self.queued.append(self._summary(job))
+
+    def _summary(self, job: _Job) -> JobProgress:
         interval = 1800.0
         last = job.started_at + interval * ((self.now - job.started_at) // interval)
-        self.queued.append(
-            JobProgress(
-                job=job.key,
-                step=job.steps,
-                progress=min(1.0, (self.now - job.started_at) / 86400.0),
-                step_rate=2.0,
-                last_checkpoint_step=max(0, job.steps - 100),
-                last_checkpoint_at=last if last > job.started_at else None,
-                checkpoint_interval_s=interval,
-                first_seen_at=job.started_at,
-                updated_at=self.now,
-            )
+        return JobProgress(
+            job=job.key,
+            step=job.steps,
+            progress=min(1.0, (self.now - job.started_at) / 86400.0),
+            step_rate=2.0,
+            last_checkpoint_step=max(0, job.steps - 100),
+            last_checkpoint_at=last if last > job.started_at else None,
+            checkpoint_interval_s=interval,
+            first_seen_at=job.started_at,
+            updated_at=self.now,
         )
 
     def _node_refresh(self) -> None:
