@@ -436,7 +436,9 @@ def step(
     ``index`` is ``records``' ``RecordIndex`` (the caller applies the outcome's
     writes to both); without one, the step builds it from ``records``, which
     costs what rebuilding every job view costs. The step hands the index back
-    as it found it, also when it raises.
+    describing the table it found, also when it raises: the step's own records
+    stay laid over its views until the caller applies those writes, or are
+    taken off by whatever reads the index first (``index.Pending``).
     """
     s = _Step(records, origin, config, planner, index)
     try:

@@ -24,12 +24,15 @@ the same derived state, updated from each step's writes:
 The index is a function of the records alone (and the configuration): the
 worker and ``replay`` keep one next to the table and ``apply`` each step's
 writes to both; a restart builds it from the table (``build``). ``step`` reads
-it through a ``Scratch``, which lays the step's own writes over it and takes
-them back off before the step returns, so the step stays pure: the index the
-caller holds describes the table it holds. ``tests/controller/test_decider_index.py``
-checks that an index carried across steps equals one built afresh, that its
-views equal ``cluster.jobs``, and that the outcomes are byte-identical to
-those of the decider that rebuilt everything.
+it through a ``Scratch``, which lays the step's own writes over it; what the
+caller holds describes the table it holds, so the step stays pure. The writes
+are taken back off lazily (``Pending``): by ``apply`` when the caller applies
+other writes, by the next reader otherwise, and not at all when the caller
+applies the step's own writes, as the worker does after nearly every step.
+``tests/controller/test_decider_index.py`` checks that an index carried
+across steps equals one built afresh, that its views equal ``cluster.jobs``,
+and that the outcomes are byte-identical to those of the decider that
+rebuilt everything.
 """
 
 from __future__ import annotations
@@ -213,9 +216,9 @@ class RecordIndex:
         """What the resume pass's snapshots answered at the last epochs it could remember."""
         self.parts = SnapshotParts()
         """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``)."""
-        self.prepared: Prepared | None = None
-        """The views the last step computed for the table after its writes (``Scratch``),
-        which ``apply`` takes instead of computing them again when given those writes."""
+        self.pending: Pending | None = None
+        """The last step's job records, still laid over the views (``Scratch``): ``apply``
+        keeps them when given those writes, anything else takes them off first."""
 
     @classmethod
     def build(
@@ -251,15 +254,36 @@ class RecordIndex:
     def apply(self, writes: Writes, records: Mapping[str, Record]) -> None:
         """Follow ``writes``, already applied to ``records`` (the table after them).
 
-        When they are the writes of the step just taken on this index, the job
-        views that step computed from them are the ones wanted: taken, not computed.
+        When they are the writes of the step just taken on this index, its job
+        views are already those of these writes: only the keys are followed.
+        Otherwise the step's records are taken off first, then these followed.
         """
-        prepared, self.prepared = self.prepared, None
+        pending, self.pending = self.pending, None
+        if pending is not None and pending.complete and pending.made_by(writes):
+            for key, value in writes.items():
+                self._key(key, value)  # the step tracked its job records, these very values
+            return
+        if pending is not None:
+            self._take_off(pending, records)
         for key, value in writes.items():
             self._key(key, value)
             self.track(key, value)
-        known = prepared.views if prepared is not None and prepared.made_by(writes) else None
-        self.refresh(self.reader(records), known=known)
+        self.refresh(self.reader(records))
+
+    def settle(self, records: Mapping[str, Record] | None = None) -> None:
+        """Take the last step's records off the views, if they are still laid over them:
+        the index then describes ``records`` (by default the table that step read)."""
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            self._take_off(pending, pending.base if records is None else records)
+
+    def _take_off(self, pending: Pending, records: Mapping[str, Record]) -> None:
+        for key in pending.applied:
+            self.track(key, records.get(key))
+        # The views from before the step are the ones wanted while ``records`` still holds
+        # what the step read; else (the caller moved on) they are computed from it.
+        unchanged = all(records.get(key) is value for key, value in pending.read.items())
+        self.refresh(self.reader(records), known=pending.before if unchanged else None)
 
     def reader(self, records: Mapping[str, Record]) -> Overlay:
         return Overlay(records, {}, self)
@@ -562,6 +586,7 @@ class RecordIndex:
     # -- reading -----------------------------------------------------------
     def views(self) -> Mapping[str, cluster.JobView]:
         """Every job's view, in name order (as ``cluster.jobs`` gives them)."""
+        self.settle()
         return _Views(self)
 
     def names(self) -> list[str]:
@@ -589,6 +614,7 @@ class RecordIndex:
 
     def state(self) -> dict[str, Any]:
         """Everything the index derives (caches left out): equal for equal records."""
+        self.settle()
         return {
             "keys": {k: v for k, v in self.keys.items() if v},
             "cluster_gpus": self.cluster_gpus,
@@ -644,17 +670,23 @@ class _Views(Mapping[str, cluster.JobView]):
 
 
 @dataclass(frozen=True, slots=True)
-class Prepared:
-    """The job views a step computed, with the job records' writes they were computed from."""
+class Pending:
+    """A step's job records, laid over the index's views and not yet taken off."""
 
-    writes: dict[str, Record | None]
-    """Each job record the step wrote (``JOB_KINDS``), with the very value it read."""
-    views: dict[str, cluster.JobView | None]
-    """The views of the jobs those writes touch, as of those writes (None: no such job)."""
+    applied: dict[str, Record | None]
+    """Each job record the step wrote (``JOB_KINDS``), with the very value the views read."""
+    read: dict[str, Record | None]
+    """What the step's table held under each of those keys."""
+    before: dict[str, cluster.JobView | None]
+    """The views of the jobs those records touch, from before the step (None: no such job)."""
+    base: Mapping[str, Record]
+    """The table the step read."""
+    complete: bool
+    """Every job those records touch has its view of them (none was left to compute)."""
 
     def made_by(self, writes: Writes) -> bool:
         """Whether ``writes``' job records are exactly (the same objects) those the views read."""
-        ours = self.writes
+        ours = self.applied
         seen = 0
         for key, value in writes.items():
             if key.startswith(JOB_KINDS):
@@ -668,15 +700,17 @@ class Scratch:
     """One step's view of the index: the step's own writes laid over it, taken off after.
 
     ``views`` brings the index up to the step's writes so far (the jobs they
-    touch are recomputed from the step's overlay); ``restore`` returns it to
-    the table the step started from, so the caller's index still describes
-    the caller's table, whatever the step wrote or raised. Each job's view is
-    computed once: ``restore`` puts back the views from before the step, and
-    leaves the step's own as the index's ``prepared``, for ``apply`` to take
-    when it is given the same writes (the worker's next call, as a rule).
+    touch are recomputed from the step's overlay); ``restore`` hands the index
+    back with them still laid over it, as its ``pending``: ``apply`` given the
+    same writes (the worker's next call, as a rule) keeps the views as they
+    are, and anything else takes the records off first (``RecordIndex.settle``),
+    putting back the views from before the step, so the caller's index still
+    describes the caller's table, whatever the step wrote or raised. Each job's
+    view is computed once per step, and not again when its writes are applied.
     """
 
     def __init__(self, index: RecordIndex, view: Overlay) -> None:
+        index.settle(view.base)  # the last step's records, if its writes were not applied
         self.index = index
         self.view = view
         self._applied: dict[str, Record | None] = {}
@@ -690,7 +724,6 @@ class Scratch:
             if key in self._applied and self._applied[key] is value:
                 continue
             self._applied[key] = value
-            index.prepared = None  # the index changes: what a previous step prepared is stale
             index.track(key, value)
         index.refresh(self.view, before=self._before)
         return index.views()
@@ -714,13 +747,14 @@ class Scratch:
         index = self.index
         if not self._applied:
             return
-        ours = {name: index._views.get(name) for name in self._before}
-        complete = not index.dirty  # every job the writes touch has its view of them
         base = self.view.base
-        for key in self._applied:
-            index.track(key, base.get(key))
-        index.refresh(index.reader(base), known=self._before)
-        index.prepared = Prepared(dict(self._applied), ours) if complete else None
+        index.pending = Pending(
+            applied=dict(self._applied),
+            read={key: base.get(key) for key in self._applied},
+            before=dict(self._before),
+            base=base,
+            complete=not index.dirty,  # every job the writes touch has its view of them
+        )
         self._applied.clear()
         self._before.clear()
 

@@ -220,6 +220,52 @@ def test_writes_other_than_the_last_steps_are_followed_from_the_table() -> None:
     assert carried.state() == RecordIndex.build(records, config).state()
 
 
+def test_applying_a_steps_own_writes_recomputes_no_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step computed the views of the jobs its writes touch; applying those very
+    writes keeps them, and the index equals one built from the table after them."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    carried = RecordIndex.build(records, config)
+    computed: list[str] = []
+    compute = RecordIndex._compute
+
+    def counted(self: RecordIndex, name: str, *args: Any) -> Any:
+        computed.append(name)
+        return compute(self, name, *args)
+
+    monkeypatch.setattr(RecordIndex, "_compute", counted)
+    for n, message in enumerate(_demand_events("ft-9", 2, NOW + 5)):
+        outcome = step(records, message, f"in/0/{n}", config, index=carried)
+        assert any(k.startswith(("pod/", "group/")) for k in outcome.writes)
+        in_step = len(computed)
+        apply_writes(records, outcome)
+        carried.apply(outcome.writes, records)
+        assert len(computed) == in_step, f"{message}: apply recomputed {computed[in_step:]}"
+        assert carried.state() == RecordIndex.build(records, config).state()
+
+
+def test_a_step_whose_outcome_is_dropped_leaves_the_views_of_the_table_it_read() -> None:
+    """Nothing applies the step's writes (its input went to dead letters): whatever reads
+    the index next, the next step included, sees the table as it is."""
+    c = shared_pool()
+    config = c.config
+    records = dict(c.records)
+    carried = RecordIndex.build(records, config)
+    *first, last = _demand_events("ft-9", 1, NOW + 5)
+    for n, message in enumerate(first):
+        outcome = step(records, message, f"in/0/{n}", config, index=carried)
+        apply_writes(records, outcome)
+        carried.apply(outcome.writes, records)
+    dropped = step(records, last, "in/0/9", config, index=carried)  # the demand's pod
+    assert any(k.startswith("pod/") for k in dropped.writes)
+    later = Tick(at=NOW + 60)
+    outcome = step(records, later, "in/0/10", config, index=carried)
+    assert outcome_digest(outcome) == outcome_digest(step(records, later, "in/0/10", config))
+    assert dict(carried.views()) == cluster.jobs(Overlay(records, {}), config)
+    assert carried.state() == RecordIndex.build(records, config).state()
+
+
 def test_a_forward_its_view_does_not_read_is_noted_without_recomputing_the_view(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
