@@ -13,7 +13,8 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 - inputs per second over all inputs, and over those that ran no planner;
 - the latency of the steps that decided (ran the planner), median and p99,
   and the planner's own share of it (another part of the project);
-- a step's latency for the other inputs, median and p99;
+- a step's latency for the other inputs, median and p99, and its median in CPU
+  time for each kind of input (``quiet_cpu_ms_p50_by_kind``: watch events, progress, ticks);
 - the time to load the table and build its index, its snapshot models
   included (a worker's restart);
 - the process's peak resident memory once the 10,000-node table is loaded;
@@ -133,6 +134,7 @@ def run(
     decided_cpu: list[tuple[float, float]] = []  # the same in CPU seconds of this process
     quiet: list[float] = []
     quiet_cpu: list[float] = []
+    quiet_by_kind: dict[str, list[float]] = {}  # CPU seconds of the quiet steps, per input kind
     counts = {"decisions": 0, "commands": 0}
     outcomes = hashlib.sha256()  # over every outcome measured: equal, byte-identical runs
     total, total_cpu = time.perf_counter(), time.process_time()
@@ -148,6 +150,7 @@ def run(
         else:
             quiet.append(took)
             quiet_cpu.append(took_cpu)
+            quiet_by_kind.setdefault(type(message).__name__, []).append(took_cpu)
         counts["decisions"] += sum(1 for d in outcome.decisions if d.plan is not None)
         counts["commands"] += len(outcome.commands)
         outcomes.update(digest(outcome).encode())
@@ -178,6 +181,10 @@ def run(
         "planner_cpu_ms_p50": 1000 * percentile([p for _, p in decided_cpu], 0.5),
         "outside_planner_cpu_ms_p50": 1000 * percentile([d - p for d, p in decided_cpu], 0.5),
         "rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "quiet_cpu_ms_p50_by_kind": {
+            kind: round(1000 * percentile(times, 0.5), 4)
+            for kind, times in sorted(quiet_by_kind.items())
+        },
         **counts,
         "outcomes_sha256": outcomes.hexdigest()[:16],
     }
