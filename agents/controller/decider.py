@@ -1561,8 +1561,9 @@ def _unnamed(s: _Step) -> list[str]:
     outlive their objects, and this step's own writes add the few it may have
     changed (``RecordIndex.unnamed``).
     """
-    s.jobs()  # the index follows this step's pods and PodGroups
+    s.jobs()  # the index follows this step's pods and PodGroups (once: nothing is written below)
     candidates = set(s.index.unnamed)
     for prefix in (PROGRESS, SUSPENDED, DEMAND, VJOB):
         candidates |= _written(s, prefix)
-    return sorted(job for job in candidates if not s.scratch.named(job))
+    index, records = s.index, s.view
+    return sorted(job for job in candidates if not index.named(job, records))

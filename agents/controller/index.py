@@ -728,12 +728,6 @@ class Scratch:
         index.refresh(self.view, before=self._before)
         return index.views()
 
-    def named(self, job: str) -> bool:
-        """Whether a PodGroup, pod or Volcano Job of the step's records names ``job``
-        (``cluster.known_jobs``, asked of one job)."""
-        self.views()
-        return self.index.named(job, self.view)
-
     def cluster_gpus(self) -> int:
         """The GPUs of every node, the step's node writes included."""
         total = self.index.cluster_gpus
