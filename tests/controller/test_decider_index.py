@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from gpuyield.agents.controller.decider import Input, Outcome, step
 from gpuyield.agents.controller.index import RETAINED, RecordIndex
 from gpuyield.agents.controller.records import Overlay
 from gpuyield.schemas.messages import (
+    Alert,
     AlertKind,
     AlertState,
     JobProgress,
@@ -200,137 +202,135 @@ def test_an_index_kept_across_steps_equals_one_rebuilt_from_the_table(script: li
     play(script)
 
 
+@dataclass
+class Carried:
+    """The 4-node pool's table with an index carried across steps, as the worker keeps them."""
+
+    config: ControllerConfig
+    records: dict[str, Any]
+    index: RecordIndex
+
+    @classmethod
+    def pool(cls) -> Carried:
+        c = shared_pool()
+        records = dict(c.records)
+        return cls(c.config, records, RecordIndex.build(records, c.config))
+
+    def feed(self, message: Input, n: int) -> Outcome:
+        """Step ``message``, then apply its writes to the table and the index."""
+        outcome = step(self.records, message, f"in/0/{n}", self.config, index=self.index)
+        apply_writes(self.records, outcome)
+        self.index.apply(outcome.writes, self.records)
+        return outcome
+
+    def rebuilt(self) -> dict[str, Any]:
+        return RecordIndex.build(self.records, self.config).state()
+
+
 def test_writes_other_than_the_last_steps_are_followed_from_the_table() -> None:
-    """A step prepares its job views for ``apply``; when the caller drops that outcome
-    (a dead-lettered input) and applies other writes, the views follow those writes."""
-    c = shared_pool()
-    config = c.config
-    records = dict(c.records)
-    carried = RecordIndex.build(records, config)
+    """A step leaves its records laid over the views for ``apply``; when the caller drops
+    that outcome (a dead-lettered input) and applies other writes, the views follow those."""
+    t = Carried.pool()
     for n, message in enumerate(_demand_events("ft-9", 2, NOW + 5)):
-        outcome = step(records, message, f"in/0/{n}", config, index=carried)
-        apply_writes(records, outcome)
-        carried.apply(outcome.writes, records)
+        t.feed(message, n)
     gone = [_event(pod("ft-9", i, namespace="prod"), NOW + 9, deleted=True) for i in (0, 1)]
-    step(records, gone[0], "in/0/10", config, index=carried)  # its outcome is lost
-    outcome = step(records, gone[1], "in/0/11", config)  # the other pod's, stepped elsewhere
-    apply_writes(records, outcome)
-    carried.apply(outcome.writes, records)
-    assert [p.name for p in carried.views()["prod/ft-9"].pods] == ["ft-9-worker-0"]
-    assert carried.state() == RecordIndex.build(records, config).state()
+    step(t.records, gone[0], "in/0/10", t.config, index=t.index)  # its outcome is lost
+    outcome = step(t.records, gone[1], "in/0/11", t.config)  # the other pod's, stepped elsewhere
+    apply_writes(t.records, outcome)
+    t.index.apply(outcome.writes, t.records)
+    assert [p.name for p in t.index.views()["prod/ft-9"].pods] == ["ft-9-worker-0"]
+    assert t.index.state() == t.rebuilt()
 
 
-def test_applying_a_steps_own_writes_recomputes_no_view(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The step computed the views of the jobs its writes touch; applying those very
-    writes keeps them, and the index equals one built from the table after them."""
-    c = shared_pool()
-    config = c.config
-    records = dict(c.records)
-    carried = RecordIndex.build(records, config)
-    computed: list[str] = []
+@pytest.fixture
+def computed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The jobs whose views the index computes from here on, in order."""
+    names: list[str] = []
     compute = RecordIndex._compute
 
     def counted(self: RecordIndex, name: str, *args: Any) -> Any:
-        computed.append(name)
+        names.append(name)
         return compute(self, name, *args)
 
     monkeypatch.setattr(RecordIndex, "_compute", counted)
+    return names
+
+
+def test_applying_a_steps_own_writes_recomputes_no_view(computed: list[str]) -> None:
+    """The step computed the views of the jobs its writes touch; applying those very
+    writes keeps them, and the index equals one built from the table after them."""
+    t = Carried.pool()
     for n, message in enumerate(_demand_events("ft-9", 2, NOW + 5)):
-        outcome = step(records, message, f"in/0/{n}", config, index=carried)
+        outcome = step(t.records, message, f"in/0/{n}", t.config, index=t.index)
         assert any(k.startswith(("pod/", "group/")) for k in outcome.writes)
         in_step = len(computed)
-        apply_writes(records, outcome)
-        carried.apply(outcome.writes, records)
+        apply_writes(t.records, outcome)
+        t.index.apply(outcome.writes, t.records)
         assert len(computed) == in_step, f"{message}: apply recomputed {computed[in_step:]}"
-        assert carried.state() == RecordIndex.build(records, config).state()
+        assert t.index.state() == t.rebuilt()
 
 
 def test_a_step_whose_outcome_is_dropped_leaves_the_views_of_the_table_it_read() -> None:
     """Nothing applies the step's writes (its input went to dead letters): whatever reads
     the index next, the next step included, sees the table as it is."""
-    c = shared_pool()
-    config = c.config
-    records = dict(c.records)
-    carried = RecordIndex.build(records, config)
+    t = Carried.pool()
     *first, last = _demand_events("ft-9", 1, NOW + 5)
     for n, message in enumerate(first):
-        outcome = step(records, message, f"in/0/{n}", config, index=carried)
-        apply_writes(records, outcome)
-        carried.apply(outcome.writes, records)
-    dropped = step(records, last, "in/0/9", config, index=carried)  # the demand's pod
+        t.feed(message, n)
+    dropped = step(t.records, last, "in/0/9", t.config, index=t.index)  # the demand's pod
     assert any(k.startswith("pod/") for k in dropped.writes)
     later = Tick(at=NOW + 60)
-    outcome = step(records, later, "in/0/10", config, index=carried)
-    assert outcome_digest(outcome) == outcome_digest(step(records, later, "in/0/10", config))
-    assert dict(carried.views()) == cluster.jobs(Overlay(records, {}), config)
-    assert carried.state() == RecordIndex.build(records, config).state()
+    outcome = step(t.records, later, "in/0/10", t.config, index=t.index)
+    assert outcome_digest(outcome) == outcome_digest(step(t.records, later, "in/0/10", t.config))
+    assert dict(t.index.views()) == cluster.jobs(Overlay(t.records, {}), t.config)
+    assert t.index.state() == t.rebuilt()
+
+
+def forward(
+    job: str, n: int, checkpoint_at: float, first_seen: float, at: float | None = None
+) -> JobProgress:
+    """Job ``job``'s ``n``-th summary, sent at ``at`` (by default ``n`` seconds after NOW)."""
+    return JobProgress(job=job, step=100 * n, progress=0.01 * n, checkpoint_interval_s=600.0,
+                       last_checkpoint_at=checkpoint_at, first_seen_at=first_seen,
+                       updated_at=NOW + n if at is None else at)  # fmt: skip
 
 
 def test_a_forward_its_view_does_not_read_is_noted_without_recomputing_the_view(
-    monkeypatch: pytest.MonkeyPatch,
+    computed: list[str],
 ) -> None:
     """A job's view reads only whether it has a progress record and when it was first
     seen; a forward that keeps both (nearly every one) updates what the job's notes read,
     its checkpoint's due time, and recomputes nothing."""
-    c = shared_pool()
-    config = c.config
-    records = dict(c.records)
-    index = RecordIndex.build(records, config)
+    t = Carried.pool()
     job = "research/sweep-0"
-
-    def forward(n: int, checkpoint_at: float, first_seen: float = NOW - 60) -> None:
-        message = JobProgress(job=job, step=100 * n, progress=0.1 * n,
-                              checkpoint_interval_s=600.0, last_checkpoint_at=checkpoint_at,
-                              first_seen_at=first_seen, updated_at=NOW + n)  # fmt: skip
-        outcome = step(records, message, f"in/0/{n}", config, index=index)
-        apply_writes(records, outcome)
-        index.apply(outcome.writes, records)
-
-    forward(1, NOW - 30)  # the job's first record: its view reads it
-    due = index.checkpoint_due[job]
-    computed: list[str] = []
-    compute = RecordIndex._compute
-
-    def counted(self: RecordIndex, name: str, *args: Any) -> Any:
-        computed.append(name)
-        return compute(self, name, *args)
-
-    monkeypatch.setattr(RecordIndex, "_compute", counted)
-    forward(2, NOW + 2)  # a newer checkpoint, first seen as before
+    t.feed(forward(job, 1, NOW - 30, NOW - 60), 1)  # the job's first record: its view reads it
+    due = t.index.checkpoint_due[job]
+    computed.clear()
+    t.feed(forward(job, 2, NOW + 2, NOW - 60), 2)  # a newer checkpoint, first seen as before
     assert computed == []
-    assert index.checkpoint_due[job] == due + 32
-    assert index.state() == RecordIndex.build(records, config).state()
-    forward(3, NOW + 2, first_seen=NOW - 10)  # what the view reads moved
+    assert t.index.checkpoint_due[job] == due + 32
+    assert t.index.state() == t.rebuilt()
+    t.feed(forward(job, 3, NOW + 2, NOW - 10), 3)  # what the view reads moved
     assert job in computed
-    assert index.state() == RecordIndex.build(records, config).state()
+    assert t.index.state() == t.rebuilt()
 
 
 def test_a_fresh_checkpoint_resolves_a_stale_checkpoint_alert_through_a_carried_index() -> None:
     """The forward that ends a checkpoint-stale incident is one its job's view does not
     read: the incident's memo must still see that the job's notes changed."""
-    c = shared_pool()
-    config = c.config
-    records = dict(c.records)
-    index = RecordIndex.build(records, config)
+    t = Carried.pool()
     job = "research/sweep-0"
-    alerts = []
+    alerts: list[Alert] = []
 
     def feed(message: Input, n: int) -> None:
-        outcome = step(records, message, f"in/0/{n}", config, index=index)
-        apply_writes(records, outcome)
-        index.apply(outcome.writes, records)
+        outcome = t.feed(message, n)
         alerts.extend(a for a in outcome.alerts if a.kind == AlertKind.CHECKPOINT_STALE)
 
-    def forward(checkpoint_at: float, at: float) -> JobProgress:
-        return JobProgress(job=job, step=1000, progress=0.4, last_checkpoint_at=checkpoint_at,
-                           checkpoint_interval_s=600.0, first_seen_at=NOW - 7200,
-                           updated_at=at)  # fmt: skip
-
-    feed(forward(NOW - 1000, NOW), 1)
+    feed(forward(job, 1, NOW - 1000, NOW - 7200), 1)
     feed(Tick(at=NOW + 10), 2)  # 1,010 s: under three intervals
     feed(Tick(at=NOW + 20), 3)  # the memo: nothing ended, nothing to look at again
     feed(Tick(at=NOW + 900), 4)
     feed(Tick(at=NOW + 910), 5)  # the alert is open and, at this tick, remembered as such
     assert [a.state for a in alerts] == [AlertState.FIRING]
-    feed(forward(NOW + 950, NOW + 951), 6)
+    feed(forward(job, 2, NOW + 950, NOW - 7200, at=NOW + 951), 6)
     assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]

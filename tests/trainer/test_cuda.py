@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ from torch import nn
 
 from gpuyield.agents.trainer import GracefulTrainer, state
 from gpuyield.agents.trainer.checkpoint import CheckpointStore
-from trainer.runner import result, start, wait_for_step
+from trainer.test_session import Position
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 
@@ -38,17 +37,6 @@ def deterministic() -> Iterator[None]:
     torch.use_deterministic_algorithms(True)
     yield
     torch.use_deterministic_algorithms(False)
-
-
-class Position:
-    def __init__(self) -> None:
-        self.index = 0
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"index": self.index}
-
-    def load_state_dict(self, saved: dict[str, Any]) -> None:
-        self.index = int(saved["index"])
 
 
 class GpuJob:
@@ -150,38 +138,3 @@ def test_a_resume_that_skipped_the_cuda_generators_would_differ(
 
     weights = reference.model.state_dict()
     assert any(not torch.equal(t, weights[n]) for n, t in resumed.model.state_dict().items())
-
-
-def test_sigterm_to_a_training_process_on_the_gpu_yields_and_resumes_bit_identical(
-    tmp_path: Path,
-) -> None:
-    steps = 60
-
-    def args(name: str, *extra: str) -> list[str]:
-        return [
-            *("--device", "cuda", "--steps", str(steps), "--seed", "5"),
-            *("--checkpoint-dir", str(tmp_path / f"{name}-ck")),
-            *("--result", str(tmp_path / f"{name}.json")),
-            *("--heartbeat-file", str(tmp_path / f"{name}-hb.jsonl")),
-            *("--heartbeat-every-steps", "1", *extra),
-        ]
-
-    target = random.randrange(3, 25)
-    reference = start(tmp_path, "reference", args("reference"))
-    first = start(tmp_path, "first", args("run", "--step-sleep", "0.03"))
-    try:
-        wait_for_step(tmp_path / "run-hb.jsonl", target, [first])
-        first.process.send_signal(signal.SIGTERM)
-        assert first.wait() == 0, first.output()
-        assert reference.wait() == 0, reference.output()
-    finally:
-        first.kill()
-        reference.kill()
-    yielded = result(tmp_path / "run.json")
-    assert yielded["status"] == "yielded", f"signalled at step {target}: {yielded}"
-
-    second = start(tmp_path, "second", args("run"))
-    assert second.wait() == 0, second.output()
-    resumed = result(tmp_path / "run.json")
-    assert (resumed["status"], resumed["started_at"]) == ("completed", yielded["step"])
-    assert resumed["sha256"] == result(tmp_path / "reference.json")["sha256"]

@@ -14,6 +14,7 @@ import signal
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainer.runner import Run, free_port, manifests, result, start, wait_for_step
 
@@ -40,13 +41,19 @@ def common(tmp: Path, name: str) -> list[str]:
     ]
 
 
+CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=CUDA)])
 def test_sigterm_at_a_random_step_yields_and_the_resumed_run_is_bit_identical(
-    tmp_path: Path,
+    tmp_path: Path, device: str
 ) -> None:
+    """On the CPU, and on a GPU where there is one: there the weights, Adam's state and
+    the dropout's CUDA generator live on the device (``tests/trainer/test_cuda.py``)."""
     target = random.randrange(3, 30)
-    periodic = ["--checkpoint-every", "25"]
-    reference = start(tmp_path, "reference", common(tmp_path, "reference"))
+    periodic = ["--checkpoint-every", "25", "--device", device]
+    reference = start(tmp_path, "reference", [*common(tmp_path, "reference"), *periodic[2:]])
     first = start(tmp_path, "first", [*common(tmp_path, "run"), *periodic, *SLOW])
     try:
         wait_for_step(tmp_path / "run-hb.jsonl", target, [first])
