@@ -504,9 +504,7 @@ class RecordIndex:
             view = self._views.get(name)
             if view is None:
                 continue  # nothing to note: no view reads the record
-            if before is not None and name not in before:
-                before[name] = view
-            self._forget(view)
+            self._forget(view)  # the view stays as it is: nothing for ``before`` to keep
             self._note(view, records)
             if name in self.alert_jobs:
                 self.epochs[ALERT_VIEWS] += 1

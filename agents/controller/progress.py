@@ -25,16 +25,16 @@ class ForwardRule:
     """When a changed record is worth the decider's attention (``ControllerConfig``'s
     ``progress_forward_delta`` and ``progress_forward_silence_s``)."""
 
-    min_progress_delta: float = 0.01
-    max_silence_s: float = 300.0
+    min_progress_delta: float
+    max_silence_s: float
 
     @classmethod
     def of(cls, config: ControllerConfig) -> ForwardRule:
         return cls(config.progress_forward_delta, config.progress_forward_silence_s)
 
 
-DEFAULT_FORWARD = ForwardRule()
-"""The rule at ``ControllerConfig``'s defaults."""
+DEFAULT_FORWARD = ForwardRule.of(ControllerConfig())
+"""The rule at ``ControllerConfig``'s defaults (the settings hold the numbers, once)."""
 
 
 def in_worker_time(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from cluster_objects import T0
 
-from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.progress import DEFAULT_FORWARD, ForwardRule, fold, should_forward
+from gpuyield.agents.controller.progress import ForwardRule, fold, should_forward
 from gpuyield.schemas.messages import Heartbeat
 
 
@@ -75,8 +74,4 @@ def test_small_progress_is_not_forwarded_until_a_percent_or_the_silence_passes()
     quiet = fold(forwarded, beat(101, T0 + 61))
     assert quiet is not None
     assert not should_forward(forwarded, quiet)  # the default silence is five minutes
-    assert should_forward(forwarded, quiet, ForwardRule(max_silence_s=60))
-
-
-def test_the_default_rule_is_the_one_the_settings_default_to() -> None:
-    assert ForwardRule.of(ControllerConfig()) == DEFAULT_FORWARD
+    assert should_forward(forwarded, quiet, ForwardRule(min_progress_delta=0.01, max_silence_s=60))
