@@ -344,3 +344,9 @@ def seeded_case(seed: int) -> Case:
     """A fixed case from ``seed``: fuller clusters (2-6 nodes, 3-7 other jobs)."""
     pick = _RandomPick(seed)
     return make_case(pick, nodes=(2, 6), jobs=(3, 7), reclaim=pick.one([None, True]))
+
+
+def random_case(seed: int) -> Case:
+    """A fixed case of every kind from ``seed``, as ``any_cases`` draws them, for sweeps."""
+    pick = _RandomPick(seed)
+    return make_case(pick, reclaim=pick.one([None, None, True]))
