@@ -913,57 +913,57 @@ class Search:
             self.floor_cache[key] = found
         return found
 
-    def _clearing(self, node: str) -> tuple[int, float]:
-        """The GPUs ``node``'s candidates hold, and the least lost work of evicting them all.
-
-        Every pod there goes, so no knapsack: each job's pods there at their
-        loss rate, or the whole job where that many break its gang.
-        """
-        per: dict[int, list[int]] = {}  # candidate -> [pods there, GPUs there]
-        for g in self.groups.get(node, ()):
-            count = len(g.pods)
-            seen = per.get(g.candidate)
-            if seen is None:
-                per[g.candidate] = [count, g.gpus * count]
-            else:
-                seen[0] += count
-                seen[1] += g.gpus * count
-        held, total = 0, 0.0
-        for c, (count, on) in per.items():
-            cand = self.s.candidates[c]
-            held += on
-            alone = len(cand.pods) - cand.min_running >= count or count == len(cand.pods)
-            total += on * cand.lost_per_gpu_s if alone else cand.gpus * cand.lost_per_gpu_s
-        return held, total
-
     def _floor(self, node: str, need: int) -> float:
-        held, clear = self._clearing(node)
+        """See ``_floor_of``: the knapsack over the jobs on ``node``, computed.
+
+        When ``need`` takes every GPU the candidates hold there, every pod
+        goes and there is no choice: each job's pods there at their loss
+        rate, or the whole job where that many break its gang. Otherwise a
+        job offers any amount up to its surplus pods' GPUs at its loss rate,
+        or its whole job for all its GPUs there. Freeing more than ``x`` at
+        the rate never beats freeing ``x`` (rates are never negative), so
+        only amounts up to ``x`` are tried for ``x``: at 10,000 nodes this
+        runs for every node once per search.
+        """
+        per: dict[int, list[int]] = {}  # candidate -> its pods' GPUs on the node
+        for g in self.groups.get(node, ()):
+            sizes = per.get(g.candidate)
+            if sizes is None:
+                per[g.candidate] = sizes = []
+            sizes.extend([g.gpus] * len(g.pods))
+        held, clear = 0, 0.0
+        jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
+        candidates = self.s.candidates
+        for c, sizes in per.items():
+            cand = candidates[c]
+            count, on = len(sizes), sum(sizes)
+            held += on
+            rate = cand.lost_per_gpu_s
+            whole = cand.gpus * rate
+            surplus = len(cand.pods) - cand.min_running  # pods that may go one by one
+            if surplus >= count or count == len(cand.pods):
+                alone = on  # every pod here may go without breaking the gang
+                clear += on * rate
+            else:
+                sizes.sort(reverse=True)
+                alone = sum(sizes[: max(0, surplus)])
+                clear += whole
+            jobs.append((alone, on, rate, whole))
         if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
             return clear if need == held else math.inf
-        jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
-        on_node: dict[int, list[int]] = {}
-        for g in self.groups.get(node, ()):
-            on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
-        for c, sizes in on_node.items():
-            cand = self.s.candidates[c]
-            sizes.sort(reverse=True)
-            surplus = len(cand.pods) - cand.min_running  # pods that may go one by one
-            if surplus >= len(sizes) or len(sizes) == len(cand.pods):
-                alone = sum(sizes)  # every pod here may go without breaking the gang
-            else:
-                alone = sum(sizes[: max(0, surplus)])
-            rate = cand.lost_per_gpu_s
-            jobs.append((alone, sum(sizes), rate, cand.gpus * rate))
         best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
         for alone, on, rate, whole in jobs:
-            options = [(f, f * rate) for f in range(1, alone + 1)]
-            options.append((on, whole))  # the whole job
             nxt = list(best)
             for x in range(1, need + 1):
-                for freed, cost in options:
-                    before = best[max(0, x - freed)]
-                    if before + cost < nxt[x]:
-                        nxt[x] = before + cost
+                least = nxt[x]
+                for freed in range(1, min(alone, x) + 1):
+                    cost = best[x - freed] + freed * rate
+                    if cost < least:
+                        least = cost
+                cost = best[max(0, x - on)] + whole  # the whole job
+                if cost < least:
+                    least = cost
+                nxt[x] = least
             best = nxt
         return best[need]
 
