@@ -27,6 +27,7 @@ from gpuyield.agents.planner.weights import effective_weight, lost_seconds_per_g
 from gpuyield.schemas import (
     Action,
     Candidate,
+    Job,
     Objective,
     Plan,
     RuleVerdict,
@@ -123,10 +124,8 @@ def _plan(
 
     eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
     protected = frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
-    needed = sum(p.gpus for p in session.to_place)
     header = (
-        f"preemptor '{job.name}' (queue '{job.queue}', weight {session.preemptor_w:.1f}) "
-        f"needs {needed} GPUs for {len(session.to_place)} pod(s); "
+        f"{_needs(session, job)}; "
         f"{len(eligible)} of {len(session.candidates)} jobs holding GPUs are eligible victims"
     )
     if session.sla_risk is not None:  # production's claim: the decision says why
@@ -193,16 +192,22 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
         return None
     job = session.preemptor
     assert job is not None  # a session with pods to place has a preemptor
-    needed = sum(p.gpus for p in session.to_place)
     header = (
-        f"preemptor '{job.name}' (queue '{job.queue}', weight {session.preemptor_w:.1f}) "
-        f"needs {needed} GPUs for {len(session.to_place)} pod(s); "
-        f"they fit as the cluster stands: none of the {len(session.holding)} jobs "
-        "holding GPUs was judged as a victim"
+        f"{_needs(session, job)}; they fit as the cluster stands: none of the "
+        f"{len(session.holding)} jobs holding GPUs was judged as a victim"
     )
     stats = SearchStats(steps=counter.steps, budget=limit, exhausted=False)
     search_line = f"search complete in {counter.steps} steps: the plan is optimal"
     return _feasible_plan(session, found, frozenset(), (), header, search_line, stats)
+
+
+def _needs(session: PlanningSession, job: Job) -> str:
+    """What the preemptor asks for, the first words of every plan's header."""
+    needed = sum(p.gpus for p in session.to_place)
+    return (
+        f"preemptor '{job.name}' (queue '{job.queue}', weight {session.preemptor_w:.1f}) "
+        f"needs {needed} GPUs for {len(session.to_place)} pod(s)"
+    )
 
 
 def _search(
