@@ -28,8 +28,10 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 - the encoding's own median on the steps that decided (``encode_cpu_ms_p50``):
   the worker encodes every message of an outcome before sending it
   (``publish_outcome``), and a decision record carries the snapshot and
-  the plan (some 30 MB at 10,000 nodes). Before December 2026 no figure
-  here counted it;
+  the plan (some 30 MB at 10,000 nodes), its snapshot joined from the JSON
+  the worker keeps of the models the last one carried (``--whole-records``:
+  encoded whole, as before). Before December 2026 no figure here counted
+  it;
 - a SHA-256 over every measured outcome: equal for two runs of one seed
   when they decided the same, byte for byte.
 
@@ -58,6 +60,7 @@ from gpuyield.agents.planner import plan
 from gpuyield.schemas import Plan, Snapshot
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, Tick
+from gpuyield.schemas.record_encoding import KeptJson, encode_decision
 
 try:  # the incremental index (issue 14); absent on older checkouts, which rebuild per step
     from gpuyield.agents.controller.index import RecordIndex
@@ -203,16 +206,18 @@ def run(
     }
 
 
+KEPT: KeptJson | None = KeptJson()
+"""The worker's kept JSON of snapshot models (``OutcomeSinks.kept``), for the whole run;
+None with ``--whole-records``."""
+
+
 def sent(outcome: Any) -> list[bytes]:
     """What the worker's ``publish_outcome`` sends of ``outcome``, encoded as it does."""
     return [
-        encode(message)
-        for message in (
-            *outcome.reservations,
-            *outcome.decisions,
-            *outcome.commands,
-            *outcome.alerts,
-        )
+        *(encode(r) for r in outcome.reservations),
+        *(encode(d) if KEPT is None else encode_decision(d, KEPT) for d in outcome.decisions),
+        *(encode(c) for c in outcome.commands),
+        *(encode(a) for a in outcome.alerts),
     ]
 
 
@@ -289,7 +294,16 @@ def main() -> None:
         help="before the warm-up, a progress summary of every running job (every job runs "
         "the trainer SDK): the stream's progress inputs then update records, not create them",
     )
+    parser.add_argument(
+        "--whole-records",
+        action="store_true",
+        help="encode every decision record whole, its snapshot included, as the worker did "
+        "before it kept its snapshot models' JSON (schemas.record_encoding)",
+    )
     args = parser.parse_args()
+    if args.whole_records:
+        global KEPT
+        KEPT = None
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
         for r in range(args.runs):

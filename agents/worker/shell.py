@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpuyield.agents.controller.config import ControllerConfig
@@ -28,6 +28,7 @@ from gpuyield.agents.controller.records import Writes
 from gpuyield.agents.planner import plan
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import Reservation
+from gpuyield.schemas.record_encoding import KeptJson, encode_decision
 
 log = logging.getLogger(__name__)
 
@@ -144,12 +145,18 @@ def apply_writes(
 
 @dataclass(frozen=True)
 class OutcomeSinks:
-    """Where an outcome's messages go, one send per topic."""
+    """Where an outcome's messages go, one send per topic.
+
+    ``kept`` holds the JSON of the snapshot models the decision records
+    carried, so the next record encodes only the models that are new
+    (``schemas.record_encoding``): one per worker, for as long as it runs.
+    """
 
     reservations: Send
     decisions: Send
     commands: Send
     alerts: Send
+    kept: KeptJson = field(default_factory=KeptJson)
 
 
 async def publish_outcome(
@@ -165,7 +172,7 @@ async def publish_outcome(
     for held in outcome.reservations:
         await sinks.reservations(held.job.encode(), encode(held))
     for decision in outcome.decisions:
-        await sinks.decisions(decision.demand.encode(), encode(decision))
+        await sinks.decisions(decision.demand.encode(), encode_decision(decision, sinks.kept))
     for command in outcome.commands:
         await sinks.commands(command.node.encode(), encode(command))
     for alert in outcome.alerts:
