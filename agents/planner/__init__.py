@@ -185,6 +185,10 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
     does not count the eligible victims, and an explained plan lists no
     candidates (none was weighed; each rule's verdict on each bears on
     nothing it decided). Audits read such a decision as the preemptor's alone.
+    One exception, for budgets under twice a dive's steps with protected
+    candidates about: the whole way would spend half the budget on a first
+    search it cannot finish (``_search``) and report more steps for the
+    same plan.
     """
     counter = Budget(min(limit, len(session.to_place) + 1))  # a step per pod, one for the leaf
     found = Search(session, (), frozenset(), counter).run()
