@@ -187,8 +187,8 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
     nothing it decided). Audits read such a decision as the preemptor's alone.
     One exception, for budgets under twice a dive's steps with protected
     candidates about: the whole way would spend half the budget on a first
-    search it cannot finish (``_search``) and report more steps for the
-    same plan.
+    search it cannot finish (``_search``), then report more steps for the
+    same plan or run out before it.
     """
     counter = Budget(min(limit, len(session.to_place) + 1))  # a step per pod, one for the leaf
     found = Search(session, (), frozenset(), counter).run()
