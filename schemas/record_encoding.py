@@ -48,7 +48,7 @@ class KeptJson:
 
     Entries are keyed by identity, not equality (hashing a job walks all of
     it), and leave with their model, so the kept bytes never outgrow the
-    models someone still holds: the decider's last snapshot, about 25 MB
+    models someone still holds: the decider's last snapshot, 20.7 MiB
     with its entries at 10,000 nodes. An entry is its weak reference, with
     one callback for all: a closure per entry made the cyclic collector walk
     the whole snapshot again and again while 40,000 of them were made.
