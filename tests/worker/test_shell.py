@@ -128,3 +128,23 @@ def test_an_outcome_is_sent_reservations_first_then_decisions_commands_alerts() 
     topics = [t for t, _ in sent]
     assert topics == sorted(topics, key=["reservations", "decisions", "commands", "alerts"].index)
     assert [k for t, k in sent if t == "commands"] == [c.node.encode() for c in outcome.commands]
+
+
+def test_a_decision_is_sent_as_its_encoded_bytes_its_snapshot_models_kept_for_the_next() -> None:
+    outcome = demand_outcome(table_of_shared_pool())
+    decision = outcome.decisions[0]
+    assert decision.snapshot is not None
+    sent: list[bytes] = []
+
+    async def decisions(key: bytes, value: bytes) -> None:
+        sent.append(value)
+
+    async def elsewhere(key: bytes, value: bytes) -> None:
+        pass
+
+    sinks = OutcomeSinks(elsewhere, decisions, elsewhere, elsewhere)
+    asyncio.run(publish_outcome(outcome, sinks))
+    asyncio.run(publish_outcome(outcome, sinks))
+
+    assert sent == [encode(decision), encode(decision)]
+    assert len(sinks.kept) == len(decision.snapshot.nodes) + len(decision.snapshot.jobs)
