@@ -57,10 +57,10 @@ from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, step, watched_record
 from gpuyield.agents.controller.records import CLOCK, ClockRecord, Record
 from gpuyield.agents.planner import plan
+from gpuyield.agents.worker.shell import OutcomeSinks, outgoing
 from gpuyield.schemas import Plan, Snapshot
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, Tick
-from gpuyield.schemas.record_encoding import KeptJson, encode_decision
 
 try:  # the incremental index (issue 14); absent on older checkouts, which rebuild per step
     from gpuyield.agents.controller.index import RecordIndex
@@ -206,19 +206,23 @@ def run(
     }
 
 
-KEPT: KeptJson | None = KeptJson()
-"""The worker's kept JSON of snapshot models (``OutcomeSinks.kept``), for the whole run;
-None with ``--whole-records``."""
+async def _dropped(key: bytes, value: bytes) -> None:
+    """A sink that sends nothing: the bench times the encoding, not a broker."""
+
+
+SINKS = OutcomeSinks(_dropped, _dropped, _dropped, _dropped)
+"""The worker's sinks, their kept JSON of snapshot models (``OutcomeSinks.kept``) with them,
+for the whole run."""
+WHOLE_RECORDS = False
+"""``--whole-records``: every message encoded whole, as the worker did before it kept JSON."""
 
 
 def sent(outcome: Any) -> list[bytes]:
     """What the worker's ``publish_outcome`` sends of ``outcome``, encoded as it does."""
-    return [
-        *(encode(r) for r in outcome.reservations),
-        *(encode(d) if KEPT is None else encode_decision(d, KEPT) for d in outcome.decisions),
-        *(encode(c) for c in outcome.commands),
-        *(encode(a) for a in outcome.alerts),
-    ]
+    if WHOLE_RECORDS:
+        messages = (*outcome.reservations, *outcome.decisions, *outcome.commands, *outcome.alerts)
+        return [encode(m) for m in messages]
+    return [value for _, _, _, value in outgoing(outcome, SINKS)]
 
 
 def _feeder(
@@ -302,8 +306,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.whole_records:
-        global KEPT
-        KEPT = None
+        global WHOLE_RECORDS
+        WHOLE_RECORDS = True
     results: dict[int, list[dict[str, Any]]] = {}
     for nodes in args.nodes:
         for r in range(args.runs):

@@ -21,13 +21,15 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMappi
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, Planner, step
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import Writes
 from gpuyield.agents.planner import plan
 from gpuyield.schemas.decoding import MessageError, decode, encode
-from gpuyield.schemas.messages import Reservation
+from gpuyield.schemas.messages import Alert, Reservation
 from gpuyield.schemas.record_encoding import KeptJson, encode_decision
 
 log = logging.getLogger(__name__)
@@ -159,6 +161,27 @@ class OutcomeSinks:
     kept: KeptJson = field(default_factory=KeptJson)
 
 
+def outgoing(
+    outcome: Outcome, sinks: OutcomeSinks
+) -> Iterator[tuple[Send, BaseModel, bytes, bytes]]:
+    """Each message of ``outcome`` with its sink, key and bytes, in sending order
+    (reservations, decisions, commands, alerts), each encoded when reached: what
+    ``publish_outcome`` sends, and what the decider's bench times as the worker's."""
+    for held in outcome.reservations:
+        yield sinks.reservations, held, held.job.encode(), encode(held)
+    for decision in outcome.decisions:
+        yield (
+            sinks.decisions,
+            decision,
+            decision.demand.encode(),
+            encode_decision(decision, sinks.kept),
+        )
+    for command in outcome.commands:
+        yield sinks.commands, command, command.node.encode(), encode(command)
+    for alert in outcome.alerts:
+        yield sinks.alerts, alert, (alert.job or alert.kind.value).encode(), encode(alert)
+
+
 async def publish_outcome(
     outcome: Outcome, sinks: OutcomeSinks, *, enforce: EnforceReservations | None = None
 ) -> None:
@@ -169,15 +192,10 @@ async def publish_outcome(
     """
     if enforce is not None and outcome.reservations:
         await enforce(outcome.reservations)
-    for held in outcome.reservations:
-        await sinks.reservations(held.job.encode(), encode(held))
-    for decision in outcome.decisions:
-        await sinks.decisions(decision.demand.encode(), encode_decision(decision, sinks.kept))
-    for command in outcome.commands:
-        await sinks.commands(command.node.encode(), encode(command))
-    for alert in outcome.alerts:
-        log.warning("alert %s: %s", alert.kind.value, alert.message)
-        await sinks.alerts((alert.job or alert.kind.value).encode(), encode(alert))
+    for send, message, key, value in outgoing(outcome, sinks):
+        if isinstance(message, Alert):
+            log.warning("alert %s: %s", message.kind.value, message.message)
+        await send(key, value)
     if outcome.decisions:
         log.info(
             "decided for %s: %d command(s)",
