@@ -122,8 +122,7 @@ def _plan(
         verdicts = {i: rule_verdicts(named, shared) for i, named in judged.items()}
         return describe_candidates(session, verdicts, evicted)
 
-    eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
-    protected = frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
+    eligible, protected = _eligible(judged)
     header = (
         f"{_needs(session, job)}; "
         f"{len(eligible)} of {len(session.candidates)} jobs holding GPUs are eligible victims"
@@ -203,6 +202,14 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
     stats = SearchStats(steps=counter.steps, budget=limit, exhausted=False)
     search_line = f"search complete in {counter.steps} steps: the plan is optimal"
     return _feasible_plan(session, found, frozenset(), (), header, search_line, stats)
+
+
+def _eligible(
+    judged: Mapping[int, list[tuple[str, Verdict]]],
+) -> tuple[list[int], frozenset[int]]:
+    """The candidates no rule refused, and those of them a rule allowed only as a last resort."""
+    eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
+    return eligible, frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
 
 
 def _needs(session: PlanningSession, job: Job) -> str:

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from gpuyield.agents.planner import (
     DEFAULT_BUDGET,
     DEFAULT_RULES,
+    _eligible,
     _fits_as_is,
     _judge,
     _search,
@@ -32,8 +33,7 @@ SWEEP = 1500
 def whole_search(session: PlanningSession) -> tuple[Found | None, int]:
     """The search over every eligible candidate, as a plan makes it when it must."""
     judged = {c.index: _judge(session, c, DEFAULT_RULES, every=False) for c in session.candidates}
-    eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
-    protected = frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
+    eligible, protected = _eligible(judged)
     found, counter = _search(session, eligible, protected, DEFAULT_BUDGET)
     return found, counter.steps
 
