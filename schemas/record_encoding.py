@@ -16,8 +16,8 @@ whole.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import SchemaSerializer
@@ -27,11 +27,6 @@ from gpuyield.schemas.messages import Decision
 from gpuyield.schemas.snapshot import Job, Node, Snapshot
 
 M = TypeVar("M", bound=BaseModel)
-
-_SNAPSHOT_HEAD = {"version", "now", "policy"}
-_FIELDS = tuple(Decision.model_fields)
-_BEFORE_SNAPSHOT = set(_FIELDS[: _FIELDS.index("snapshot")])
-_AFTER_SNAPSHOT = set(_FIELDS[_FIELDS.index("snapshot") + 1 :])
 
 
 class _Kept(weakref.ref[BaseModel]):
@@ -88,19 +83,12 @@ class KeptJson:
 
 def snapshot_json(snapshot: Snapshot, kept: KeptJson) -> bytes:
     """``snapshot.model_dump_json()`` as bytes, its nodes' and jobs' JSON taken from ``kept``."""
-    head = snapshot.model_dump_json(include=_SNAPSHOT_HEAD).encode()
-    queues = snapshot.model_dump_json(include={"queues"}).encode()
-    return b"".join(
-        (
-            head[:-1],
-            b',"nodes":[',
-            b",".join(kept.of_all(snapshot.nodes, Node.__pydantic_serializer__)),
-            b"],",
-            queues[1:-1],
-            b',"jobs":[',
-            b",".join(kept.of_all(snapshot.jobs, Job.__pydantic_serializer__)),
-            b"]}",
-        )
+    return _spliced(
+        snapshot,
+        {
+            "nodes": lambda nodes: _array(kept.of_all(nodes, Node.__pydantic_serializer__)),
+            "jobs": lambda jobs: _array(kept.of_all(jobs, Job.__pydantic_serializer__)),
+        },
     )
 
 
@@ -108,14 +96,30 @@ def encode_decision(decision: Decision, kept: KeptJson) -> bytes:
     """``encode(decision)``, its snapshot joined from the JSON ``kept`` has of its models."""
     if decision.snapshot is None:
         return encode(decision)
-    before = decision.model_dump_json(include=_BEFORE_SNAPSHOT).encode()
-    after = decision.model_dump_json(include=_AFTER_SNAPSHOT).encode()
-    return b"".join(
-        (
-            before[:-1],
-            b',"snapshot":',
-            snapshot_json(decision.snapshot, kept),
-            b",",
-            after[1:],
-        )
-    )
+    return _spliced(decision, {"snapshot": lambda snapshot: snapshot_json(snapshot, kept)})
+
+
+def _array(items: list[bytes]) -> bytes:
+    return b"[" + b",".join(items) + b"]"
+
+
+def _spliced(model: BaseModel, written: Mapping[str, Callable[[Any], bytes]]) -> bytes:
+    """``model.model_dump_json()`` as bytes, the fields in ``written`` written by their function.
+
+    The other fields are dumped by pydantic, each run of them between two
+    written ones in one call, so the object's fields keep the model's order.
+    """
+    pieces: list[bytes] = []
+    run: set[str] = set()
+    for name in type(model).model_fields:
+        write = written.get(name)
+        if write is None:
+            run.add(name)
+            continue
+        if run:
+            pieces.append(model.model_dump_json(include=run).encode()[1:-1])
+            run = set()
+        pieces.append(b'"' + name.encode() + b'":' + write(getattr(model, name)))
+    if run:
+        pieces.append(model.model_dump_json(include=run).encode()[1:-1])
+    return b"{" + b",".join(pieces) + b"}"
