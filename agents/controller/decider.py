@@ -713,8 +713,18 @@ def _suspended(s: _Step, record: YieldRecord, ack: YieldAck) -> None:
 
 
 def _save_yield(s: _Step, key: str, old: YieldRecord, new: YieldRecord) -> None:
-    """Write a yield that moved, and once it is done, stop its demand waiting on it."""
-    new = yields.observe_pods(new, _pods_gone(s, new), s.now, LEAVING_LIMIT_S)
+    """Write a yield that moved, and once it is done, stop its demand waiting on it.
+
+    Housekeeping hands every open yield here on every input. Its pods are
+    read only while they can end it (``yields.awaits_pods``), and a yield
+    that did not move is not written again: the table holds it already, as
+    this code wrote it. Both were most of a quiet input's cost with a few
+    yields open (every leaving pod parsed, the record dumped and compared).
+    """
+    if yields.awaits_pods(new):
+        new = yields.observe_pods(new, _pods_gone(s, new), s.now, LEAVING_LIMIT_S)
+    if new is old:
+        return
     s.put(key, new)
     if new.done_at is not None and old.done_at is None and new.preemptor is not None:
         preemptor = new.preemptor

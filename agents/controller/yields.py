@@ -124,11 +124,19 @@ def expire(
     return _settle(y.model_copy(update={"commands": commands}), now), expired
 
 
+def awaits_pods(y: YieldRecord) -> bool:
+    """Whether the watch can end ``y`` (``observe_pods``): settled, and not done yet."""
+    return y.settled_at is not None and y.done_at is None
+
+
 def observe_pods(
     y: YieldRecord, pods_gone: bool, now: float, leaving_limit_s: float
 ) -> YieldRecord:
-    """A settled yield is done once its pods are gone, or ``leaving_limit_s`` after it settled."""
-    if y.settled_at is None or y.done_at is not None:
+    """A settled yield is done once its pods are gone, or ``leaving_limit_s`` after it settled.
+
+    ``y`` itself when nothing changes (so callers can tell by identity).
+    """
+    if y.settled_at is None or y.done_at is not None:  # not ``awaits_pods(y)``
         return y
     if pods_gone or now - y.settled_at > leaving_limit_s:
         return y.model_copy(update={"done_at": now})

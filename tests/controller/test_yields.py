@@ -83,3 +83,14 @@ def test_a_done_yield_is_forgotten_only_after_its_retention() -> None:
     assert not yields.forgettable(expired, T + 10**6, retention_s=3600)
     assert not yields.forgettable(done, T + 200 + 3600, retention_s=3600)
     assert yields.forgettable(done, T + 200 + 3601, retention_s=3600)
+
+
+def test_only_a_settled_yield_awaits_its_pods_and_a_yield_that_does_not_move_is_itself() -> None:
+    issued = two_node_yield()
+    expired, _ = yields.expire(issued, T + 151, slack_s=30.0)
+    done = yields.observe_pods(expired, True, T + 200, 600)
+    assert [yields.awaits_pods(y) for y in (issued, expired, done)] == [False, True, False]
+    # The decider skips rewriting a yield that came back as the very same object.
+    assert yields.observe_pods(issued, True, T + 200, 600) is issued
+    assert yields.observe_pods(expired, False, T + 200, 600) is expired
+    assert yields.expire(issued, T + 100, slack_s=30.0)[0] is issued
