@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import partial
 
 from gpuyield.agents.controller import queue_capability, yields
 from gpuyield.agents.controller.config import ControllerConfig
@@ -310,11 +309,7 @@ def snapshot(
         gpus = max(capacity, taken.get(name, 0))
         schedulable = node.schedulable and not overcommitted
         nodes.append(
-            parts.node(
-                name,
-                (node, gpus, schedulable),
-                partial(_node, name, node, gpus, schedulable),
-            )
+            parts.node(name, (node, gpus, schedulable), _node, name, node, gpus, schedulable)
         )
     known_nodes = {n.name for n in nodes}
     queues = queues_of(records, config, cluster_gpus)
@@ -322,13 +317,13 @@ def snapshot(
     unique = tally.unique
     # Nearly always every pod is on a node the snapshot holds and its name is
     # unique in the cluster: a job's pods are then its view's, as they are.
-    as_they_are = tally.unique_names and taken.keys() <= known_nodes
+    nodes_known = taken.keys() <= known_nodes
     for view in ordered:
         if view.queue not in queues:
             queues[view.queue] = Queue(name=view.queue)
-        if as_they_are:
+        if nodes_known and tally.names_own(view):
             staying = view.pods
-            leaving = tuple((p, p.name) for p in view.leaving)
+            leaving = tuple((p, p.name) for p in view.leaving) if view.leaving else ()
         else:
             # Pods on nodes the watch has not delivered (or without GPUs) are left
             # out: the planner can neither free nor use those GPUs.
@@ -340,9 +335,7 @@ def snapshot(
             leaving = tuple((p, unique(view, p)) for p in view.leaving if p.node in known_nodes)
         if leaving:
             name = f"{view.name}~leaving"
-            jobs_out.append(
-                parts.job(name, (view, leaving), partial(_leaving, view, name, leaving))
-            )
+            jobs_out.append(parts.job(name, (view, leaving), _leaving, view, name, leaving))
         if view.name != preemptor and not (
             view.name in tally.placed
             if staying is view.pods
@@ -360,7 +353,11 @@ def snapshot(
             parts.job(
                 view.name,
                 (view, staying, progress, evictions),
-                partial(_job, view, staying, records, evictions),
+                _job,
+                view,
+                staying,
+                records,
+                evictions,
             )
         )
     return Snapshot(
@@ -457,10 +454,10 @@ class _Tally:
 
     ``held``: the GPUs each node's pods hold (leaving ones included);
     ``leaving``: those of its leaving pods; ``placed``: the jobs with a pod
-    placed (leaving ones aside); ``unique``: pod names as the
-    snapshot needs them, unique across the cluster (a pod's name is unique
-    only in its namespace; the rare name that two namespaces share is written
-    ``namespace/name``, which the node agent reads too).
+    placed (leaving ones aside); ``shared``: the pod names two pods use. A
+    pod's name is unique only in its namespace; the rare name that two pods
+    share is written ``namespace/name`` (``unique``), which the node agent
+    reads too.
     """
 
     def __init__(self, views: Iterable[JobView]) -> None:
@@ -468,8 +465,8 @@ class _Tally:
         self.leaving: dict[str, int] = {}
         self.placed: set[str] = set()
         """The jobs with a pod on a node (leaving ones aside)."""
-        self._count: dict[str, int] = {}
-        held, leaving, count = self.held, self.leaving, self._count
+        count: dict[str, int] = {}
+        held, leaving = self.held, self.leaving
         pods = 0
         for view in views:
             placed = False
@@ -486,13 +483,27 @@ class _Tally:
                     held[pod.node] = held.get(pod.node, 0) + pod.gpus
                     leaving[pod.node] = leaving.get(pod.node, 0) + pod.gpus
             pods += len(view.pods) + len(view.leaving)
-        self.unique_names = len(count) == pods
-        """No two pods share a name: ``unique`` gives every pod its own."""
+        self.shared: frozenset[str] = frozenset()
+        """Pod names two pods use (nearly always none)."""
+        if len(count) < pods:
+            self.shared = frozenset(name for name, n in count.items() if n > 1)
 
     def unique(self, view: JobView, pod: Pod) -> str:
-        if self._count.get(pod.name, 0) <= 1:
+        if pod.name not in self.shared:
             return pod.name
         return f"{view.name.split('/', 1)[0]}/{pod.name}"
+
+    def names_own(self, view: JobView) -> bool:
+        """No pod of ``view`` shares its name: ``unique`` gives each its own name as it is.
+
+        A job restarted while its old pods leave (same names, twice), or a pod
+        name two namespaces use, renames only the pods of the jobs concerned;
+        every other job keeps its view's pods as they are.
+        """
+        shared = self.shared
+        return not shared or not any(
+            p.name in shared for pods in (view.pods, view.leaving) for p in pods
+        )
 
 
 def queues_of(records: Overlay, config: ControllerConfig, cluster_gpus: int) -> dict[str, Queue]:

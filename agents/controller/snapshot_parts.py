@@ -39,18 +39,23 @@ class SnapshotParts:
             self._last_nodes, self._nodes = self._nodes, {}
             self._last_jobs, self._jobs = self._jobs, {}
 
-    def node(self, name: str, key: Key, build: Callable[[], Node]) -> Node:
-        """Node ``name`` built from ``key`` (compared with ``==``, which tries ``is`` first)."""
+    def node(self, name: str, key: Key, build: Callable[..., Node], *args: Any) -> Node:
+        """Node ``name`` built from ``key`` (compared with ``==``, which tries ``is`` first).
+
+        ``build(*args)`` makes it when it is not kept: the arguments are passed
+        as they are, since a closure made for every node and job of every
+        snapshot, mostly unused, cost more than the lookup.
+        """
         hit = self._nodes.get(name) or self._last_nodes.get(name)
         if hit is None or hit[0] != key:
-            hit = (key, build())
+            hit = (key, build(*args))
         self._nodes[name] = hit
         return hit[1]
 
-    def job(self, name: str, key: Key, build: Callable[[], Job]) -> Job:
-        """Job ``name`` (a job, or its ``~leaving`` part) built from ``key``."""
+    def job(self, name: str, key: Key, build: Callable[..., Job], *args: Any) -> Job:
+        """Job ``name`` (a job, or its ``~leaving`` part) built from ``key`` by ``build(*args)``."""
         hit = self._jobs.get(name) or self._last_jobs.get(name)
         if hit is None or hit[0] != key:
-            hit = (key, build())
+            hit = (key, build(*args))
         self._jobs[name] = hit
         return hit[1]

@@ -103,3 +103,16 @@ def test_a_restarted_worker_builds_the_models_before_its_first_plan(
         cold.apply(outcome.writes, records)
         warm.apply(outcome.writes, records)
     assert planned == 1
+
+
+def test_a_shared_pod_name_renames_the_pods_of_the_jobs_that_share_it_and_no_others() -> None:
+    c = shared_pool()
+    c.add(pod("sweep-0", 0, namespace="other", node="gpu-02"), NOW + 5)
+    records = Overlay(c.records, {})
+    views = cluster.jobs(records, c.config)
+    snap = cluster.snapshot(records, views, "prod/waiting", NOW + 5, c.config)
+    renamed = {p.name for j in snap.jobs for p in j.pods if "/" in p.name}
+    assert renamed == {"research/sweep-0-worker-0", "other/sweep-0-worker-0"}
+    sweep1 = snap.job("research/sweep-1")
+    assert sweep1 is not None
+    assert sweep1.pods == views["research/sweep-1"].pods
