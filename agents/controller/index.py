@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, ItemsView, Iterator, Mapping, ValuesView
 from dataclasses import dataclass
 from typing import Any
 
@@ -665,6 +665,37 @@ class _Views(Mapping[str, cluster.JobView]):
 
     def __len__(self) -> int:
         return len(self._index._views)
+
+    def values(self) -> ValuesView[cluster.JobView]:
+        return _ViewValues(self)
+
+    def items(self) -> ItemsView[str, cluster.JobView]:
+        return _ViewItems(self)
+
+
+class _ViewValues(ValuesView[cluster.JobView]):
+    """``_Views.values()``, iterated by one ``map`` over the index's dict.
+
+    The mixin's iteration calls ``__getitem__`` (Python) once per job: at
+    10,000 nodes, 30,000 calls for every snapshot the decider builds.
+    """
+
+    _mapping: _Views
+
+    def __iter__(self) -> Iterator[cluster.JobView]:
+        index = self._mapping._index
+        return map(index._views.__getitem__, index.names())
+
+
+class _ViewItems(ItemsView[str, cluster.JobView]):
+    """``_Views.items()``, in name order, without a Python call per job."""
+
+    _mapping: _Views
+
+    def __iter__(self) -> Iterator[tuple[str, cluster.JobView]]:
+        index = self._mapping._index
+        names = index.names()
+        return zip(names, map(index._views.__getitem__, names), strict=True)
 
 
 @dataclass(frozen=True, slots=True)

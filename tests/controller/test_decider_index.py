@@ -334,3 +334,15 @@ def test_a_fresh_checkpoint_resolves_a_stale_checkpoint_alert_through_a_carried_
     assert [a.state for a in alerts] == [AlertState.FIRING]
     feed(forward(job, 2, NOW + 950, NOW - 7200, at=NOW + 951), 6)
     assert [a.state for a in alerts] == [AlertState.FIRING, AlertState.RESOLVED]
+
+
+def test_the_indexs_views_give_values_and_items_in_name_order_as_the_mapping_does() -> None:
+    c = shared_pool()
+    production_demand(c)
+    records = dict(c.records)
+    views = RecordIndex.build(records, c.config).views()
+    names = list(views)
+    assert names == sorted(names) and len(names) >= 3
+    assert list(views.values()) == [views[name] for name in names]
+    assert list(views.items()) == [(name, views[name]) for name in names]
+    assert views == cluster.jobs(Overlay(records, {}), c.config)
