@@ -864,13 +864,15 @@ def _decide(s: _Step) -> None:
         )
     if _gang_deadlock(s, views):  # issue 9: partly placed gangs that block each other
         views = s.jobs()
-    yielding_for = frozenset(
-        y.preemptor for _, y in _yields_to_visit(s) if y.done_at is None and y.preemptor is not None
-    )
     epochs = _epochs(s, (DEMAND, RESERVATION, ALERT, YIELD), DEMAND_VIEWS)
     memo = s.index.demands_memo
     if epochs is not None and memo is not None and memo[0] == epochs and s.now < memo[1]:
         return  # every demand's round changed nothing, and nothing they read has changed
+    # Read only past the memo: most inputs stop above, and reading every open yield
+    # again was a tenth of such an input.
+    yielding_for = frozenset(
+        y.preemptor for _, y in _yields_to_visit(s) if y.done_at is None and y.preemptor is not None
+    )
     quiet_until = math.inf
     for demand in _demands(s, views):
         if plans >= s.config.max_plans_per_step:
