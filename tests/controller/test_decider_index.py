@@ -342,7 +342,8 @@ def test_the_indexs_views_give_values_and_items_in_name_order_as_the_mapping_doe
     records = dict(c.records)
     views = RecordIndex.build(records, c.config).views()
     names = list(views)
-    assert names == sorted(names) and len(names) >= 3
+    assert names == sorted(names)
+    assert len(names) >= 3
     assert list(views.values()) == [views[name] for name in names]
     assert list(views.items()) == [(name, views[name]) for name in names]
     assert views == cluster.jobs(Overlay(records, {}), c.config)
