@@ -18,6 +18,8 @@ Choices made here (see docs/design/0003-controller.md):
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -46,7 +48,7 @@ from gpuyield.agents.controller.records import (
     VJobRecord,
     YieldRecord,
 )
-from gpuyield.agents.controller.snapshot_parts import SnapshotParts
+from gpuyield.agents.controller.snapshot_parts import Entry, SnapshotParts
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
 from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
 
@@ -287,13 +289,25 @@ def snapshot(
     ``parts``: the models of the last snapshot, reused where nothing they are
     built from changed (the decider's, kept in its index).
     """
-    ordered = list(views.values())
-    tally = _Tally(ordered)
-    reservations = records.typed_prefix(RESERVATION, ReservationRecord)
-    reserved = reserved_gpus(reservations, preemptor, now, tally.leaving, held or {})
-    taken = tally.held
     parts = SnapshotParts() if parts is None else parts
     parts.start()
+    feed = parts.feed
+    # The step's own progress and eviction records are not the table's yet: their jobs
+    # are made again now, and at the next snapshot (the step's outcome may be dropped).
+    written = {
+        key[len(prefix) :]
+        for key in records.writes
+        for prefix in (PROGRESS, EVICTIONS)
+        if key.startswith(prefix)
+    }
+    if feed is not None:
+        parts.feed = set(written)
+        feed |= written
+    totals = parts.totals
+    totals.update(views, feed)
+    reservations = records.typed_prefix(RESERVATION, ReservationRecord)
+    reserved = reserved_gpus(reservations, preemptor, now, totals.leaving, held or {})
+    taken = totals.held
     nodes = []
     cluster_gpus = 0
     for name, node in records.typed_prefix(NODE, NodeRecord):
@@ -313,61 +327,155 @@ def snapshot(
         )
     known_nodes = {n.name for n in nodes}
     queues = queues_of(records, config, cluster_gpus)
-    jobs_out: list[Job] = []
-    unique = tally.unique
-    # Nearly always every pod is on a node the snapshot holds and its name is
-    # unique in the cluster: a job's pods are then its view's, as they are.
-    nodes_known = taken.keys() <= known_nodes
-    for view in ordered:
-        if view.queue not in queues:
-            queues[view.queue] = Queue(name=view.queue)
-        if nodes_known and tally.names_own(view):
-            staying = view.pods
-            leaving = tuple((p, p.name) for p in view.leaving) if view.leaving else ()
-        else:
-            # Pods on nodes the watch has not delivered (or without GPUs) are left
-            # out: the planner can neither free nor use those GPUs.
-            staying = tuple(
-                _renamed(p, unique(view, p))
-                for p in view.pods
-                if p.node is None or p.node in known_nodes
-            )
-            leaving = tuple((p, unique(view, p)) for p in view.leaving if p.node in known_nodes)
-        if leaving:
-            name = f"{view.name}~leaving"
-            jobs_out.append(parts.job(name, (view, leaving), _leaving, view, name, leaving))
-        if view.name != preemptor and not (
-            view.name in tally.placed
-            if staying is view.pods
-            else any(p.node is not None for p in staying)
-        ):
-            continue  # waiting jobs other than the preemptor hold nothing
-        if not staying:
-            continue
-        progress = records.get(PROGRESS + view.name)
-        evictions: tuple[float, ...] = ()
-        if records.get(EVICTIONS + view.name) is not None:
-            evicted = records.typed(EVICTIONS + view.name, EvictionsRecord)
-            evictions = tuple(e for e in evicted.at if e <= now) if evicted else ()
-        jobs_out.append(
-            parts.job(
-                view.name,
-                (view, staying, progress, evictions),
-                _job,
-                view,
-                staying,
-                records,
-                evictions,
-            )
-        )
+    for queue in totals.queues.keys() - queues.keys():
+        queues[queue] = Queue(name=queue)
     return Snapshot(
         version=1,
         now=now,
         policy=config.policy,
         nodes=tuple(nodes),
         queues=tuple(queues[name] for name in sorted(queues)),
-        jobs=tuple(jobs_out),
+        jobs=_JobParts(records, preemptor, now, parts, known_nodes).jobs(views, feed),
     )
+
+
+class _JobParts:
+    """Each job's part of a snapshot (``snapshot_parts.Entry``): its job, its leaving pods.
+
+    A part depends on the job's view, its progress and eviction records,
+    whether it is the preemptor, the time (evictions still to come are left
+    out), whether its pods' names are shared with other pods (those pods are
+    renamed), and the ``context``: when some pod is on a node the snapshot
+    leaves out, the nodes it holds (every part is then made again). Parts are
+    made again for the jobs the index says changed (``SnapshotParts.feed``)
+    and those whose pods' names became shared or stopped being; the others
+    are the last snapshot's.
+    """
+
+    def __init__(
+        self,
+        records: Overlay,
+        preemptor: str,
+        now: float,
+        parts: SnapshotParts,
+        known_nodes: set[str],
+    ) -> None:
+        self.records, self.preemptor, self.now, self.parts = records, preemptor, now, parts
+        totals = parts.totals
+        self.shared = frozenset(totals.shared)
+        self.known_nodes = known_nodes
+        # Nearly always every pod is on a node the snapshot holds and its name is
+        # unique in the cluster: a job's pods are then its view's, as they are.
+        self.nodes_known = totals.held.keys() <= known_nodes
+        self.context = None if self.nodes_known else frozenset(known_nodes)
+
+    def jobs(self, views: Mapping[str, JobView], feed: set[str] | None) -> tuple[Job, ...]:
+        """Every job's part, in name order: made again where something it reads changed."""
+        parts = self.parts
+        entries = parts.entries
+        names = list(views)
+        if feed is None or self.context != parts.context or not self._follow(views, feed):
+            entries.clear()
+            parts.timed.clear()
+            parts.context = self.context
+            for view in views.values():
+                self._put(view.name, self._entry(view))
+        parts.preemptor = self.preemptor
+        parts.shared = self.shared
+        return tuple(itertools.chain.from_iterable([entries[name].jobs for name in names]))
+
+    def _follow(self, views: Mapping[str, JobView], feed: set[str]) -> bool:
+        """Make again the parts of ``feed``'s jobs, of this snapshot's preemptor and the
+        last one's, and of those whose next eviction has come; False when the entries
+        then do not count every job (one came or went that no one said changed)."""
+        parts, entries = self.parts, self.parts.entries
+        again = set(feed)
+        again.update(n for n in (self.preemptor, parts.preemptor) if n is not None and n in entries)
+        renamed = self.shared ^ parts.shared
+        if renamed:  # names that became shared, or stopped being: their jobs' pods are renamed
+            again.update(parts.totals.jobs_naming(renamed))
+        again.update(name for name in parts.timed if entries[name].until <= self.now)
+        for name in again:
+            view = views.get(name)
+            if view is None:
+                entries.pop(name, None)
+                parts.timed.discard(name)
+            else:
+                self._put(name, self._entry(view))
+        return len(entries) == len(views)
+
+    def _put(self, name: str, entry: Entry) -> None:
+        self.parts.entries[name] = entry
+        if entry.until < math.inf:
+            self.parts.timed.add(name)
+        else:
+            self.parts.timed.discard(name)
+
+    def _entry(self, view: JobView) -> Entry:
+        records, parts, now = self.records, self.parts, self.now
+        if self.nodes_known and self._names_own(view):
+            staying = view.pods
+            leaving = tuple((p, p.name) for p in view.leaving) if view.leaving else ()
+        else:
+            # Pods on nodes the watch has not delivered (or without GPUs) are left
+            # out: the planner can neither free nor use those GPUs.
+            known = self.known_nodes
+            staying = tuple(
+                _renamed(p, self._unique(view, p))
+                for p in view.pods
+                if p.node is None or p.node in known
+            )
+            leaving = tuple((p, self._unique(view, p)) for p in view.leaving if p.node in known)
+        jobs: list[Job] = []
+        if leaving:
+            name = f"{view.name}~leaving"
+            jobs.append(parts.job(name, (view, leaving), _leaving, view, name, leaving))
+        holds = (
+            view.name in parts.totals.placed
+            if staying is view.pods
+            else any(p.node is not None for p in staying)
+        )
+        until = math.inf
+        # Waiting jobs other than the preemptor hold nothing.
+        if staying and (view.name == self.preemptor or holds):
+            progress = records.get(PROGRESS + view.name)
+            evictions: tuple[float, ...] = ()
+            if records.get(EVICTIONS + view.name) is not None:
+                record = records.typed(EVICTIONS + view.name, EvictionsRecord)
+                if record is not None:
+                    evictions = tuple(e for e in record.at if e <= now)
+                    until = min((e for e in record.at if e > now), default=math.inf)
+            jobs.append(
+                parts.job(
+                    view.name,
+                    (view, staying, progress, evictions),
+                    _job,
+                    view,
+                    staying,
+                    records,
+                    evictions,
+                )
+            )
+        return Entry(tuple(jobs), until)
+
+    def _unique(self, view: JobView, pod: Pod) -> str:
+        """``pod``'s name in the snapshot: ``namespace/name`` when two pods share it (the
+        node agent reads that form too)."""
+        if pod.name not in self.shared:
+            return pod.name
+        return f"{view.name.split('/', 1)[0]}/{pod.name}"
+
+    def _names_own(self, view: JobView) -> bool:
+        """No pod of ``view`` shares its name: each keeps its own name, as it is.
+
+        A job restarted while its old pods leave (same names, twice), or a pod
+        name two namespaces use, renames only the pods of the jobs concerned;
+        every other job keeps its view's pods as they are.
+        """
+        shared = self.shared
+        return not shared or not any(
+            p.name in shared for pods in (view.pods, view.leaving) for p in pods
+        )
 
 
 def reserved_gpus(
@@ -447,63 +555,6 @@ def _renamed(pod: Pod, name: str) -> Pod:
     """``pod`` under ``name``: the same (frozen) pod when the name is its own, as it
     nearly always is; a copy costs more than the rest of the snapshot's pod."""
     return pod if pod.name == name else pod.model_copy(update={"name": name})
-
-
-class _Tally:
-    """What ``snapshot`` needs of every pod, in one pass over the views.
-
-    ``held``: the GPUs each node's pods hold (leaving ones included);
-    ``leaving``: those of its leaving pods; ``placed``: the jobs with a pod
-    placed (leaving ones aside); ``shared``: the pod names two pods use. A
-    pod's name is unique only in its namespace; the rare name that two pods
-    share is written ``namespace/name`` (``unique``), which the node agent
-    reads too.
-    """
-
-    def __init__(self, views: Iterable[JobView]) -> None:
-        self.held: dict[str, int] = {}
-        self.leaving: dict[str, int] = {}
-        self.placed: set[str] = set()
-        """The jobs with a pod on a node (leaving ones aside)."""
-        count: dict[str, int] = {}
-        held, leaving = self.held, self.leaving
-        pods = 0
-        for view in views:
-            placed = False
-            for pod in view.pods:
-                count[pod.name] = count.get(pod.name, 0) + 1
-                if pod.node is not None:
-                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
-                    placed = True
-            if placed:
-                self.placed.add(view.name)
-            for pod in view.leaving:
-                count[pod.name] = count.get(pod.name, 0) + 1
-                if pod.node is not None:
-                    held[pod.node] = held.get(pod.node, 0) + pod.gpus
-                    leaving[pod.node] = leaving.get(pod.node, 0) + pod.gpus
-            pods += len(view.pods) + len(view.leaving)
-        self.shared: frozenset[str] = frozenset()
-        """Pod names two pods use (nearly always none)."""
-        if len(count) < pods:
-            self.shared = frozenset(name for name, n in count.items() if n > 1)
-
-    def unique(self, view: JobView, pod: Pod) -> str:
-        if pod.name not in self.shared:
-            return pod.name
-        return f"{view.name.split('/', 1)[0]}/{pod.name}"
-
-    def names_own(self, view: JobView) -> bool:
-        """No pod of ``view`` shares its name: ``unique`` gives each its own name as it is.
-
-        A job restarted while its old pods leave (same names, twice), or a pod
-        name two namespaces use, renames only the pods of the jobs concerned;
-        every other job keeps its view's pods as they are.
-        """
-        shared = self.shared
-        return not shared or not any(
-            p.name in shared for pods in (view.pods, view.leaving) for p in pods
-        )
 
 
 def queues_of(records: Overlay, config: ControllerConfig, cluster_gpus: int) -> dict[str, Queue]:

@@ -52,6 +52,7 @@ from gpuyield.agents.controller.records import (
     ALERT,
     CLOCK,
     DEMAND,
+    EVICTIONS,
     GROUP,
     NODE,
     POD,
@@ -215,7 +216,9 @@ class RecordIndex:
         self.resume_memo: ResumeMemo | None = None
         """What the resume pass's snapshots answered at the last epochs it could remember."""
         self.parts = SnapshotParts()
-        """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``)."""
+        """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``).
+        The index tells it which jobs' views and records change (its ``feed``)."""
+        self.parts.feed = set()
         self.pending: Pending | None = None
         """The last step's job records, still laid over the views (``Scratch``): ``apply``
         keeps them when given those writes, anything else takes them off first."""
@@ -292,6 +295,8 @@ class RecordIndex:
     def _key(self, key: str, value: Record | None) -> None:
         kind = kind_of(key)
         self.epochs[kind] += 1
+        if kind in (PROGRESS, EVICTIONS):
+            self.parts.touch(key[len(kind) :])  # a snapshot's job reads both
         if kind == ALERT:
             self._alert(key, value)
         elif kind == QUEUE:
@@ -526,6 +531,7 @@ class RecordIndex:
                 self._names = None
             if self.free is not None:
                 self.free.changed(name, old, view)
+            self.parts.touch(name)
             now = (name in self.demands, name in self.stuck)
             if (was[0] or now[0]) and old != view:
                 self.epochs[DEMAND_VIEWS] += 1

@@ -1,4 +1,4 @@
-"""The frozen models of the last snapshot, reused by the next one where nothing they read changed.
+"""The last snapshot's parts, reused by the next one where nothing they read changed.
 
 A snapshot holds a ``Node`` per node and a ``Job`` per job holding GPUs: at
 10,000 nodes, 40,000 pydantic models validated for each plan, most of a
@@ -9,6 +9,13 @@ only when all of it is the same (the same objects: the index keeps a job's
 view, and the table the record a step wrote, while they do not change; or
 equal values), so a snapshot is equal, field for field, to one built afresh.
 
+Reusing the models still walked every job each time, in Python: its pods
+for the totals the snapshot needs first (``PodTotals``), then its records
+and its models' keys (``Entry``). Both are now kept per job with the very
+view (and records) they were computed from, and a snapshot recomputes the
+jobs whose view or records are other objects than last time: the rest is
+an identity test and a copy.
+
 Only what the last snapshot used is kept: a job or node that left the
 cluster is dropped at the next snapshot. The decider keeps one next to its
 ``RecordIndex``; the cache changes no result, so the step stays pure.
@@ -16,12 +23,184 @@ cluster is dropped at the next snapshot. The decider keeps one next to its
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
-from gpuyield.schemas import Job, Node
+from gpuyield.schemas import Job, Node, Pod
 
 Key = tuple[Any, ...]
+
+
+class View(Protocol):
+    """What the totals read of a job's view (``cluster.JobView``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def pods(self) -> tuple[Pod, ...]: ...
+    @property
+    def leaving(self) -> tuple[Pod, ...]: ...
+    @property
+    def queue(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PodTally:
+    """One view's share of ``PodTotals``; a function of the view alone."""
+
+    on: tuple[tuple[str, int, int], ...]  # (node, pods, GPUs), leaving pods included
+    leaving: tuple[tuple[str, int, int], ...]  # (node, pods, GPUs) of its leaving pods
+    placed: bool  # a pod not leaving is on a node
+    names: tuple[str, ...]  # every pod's name, leaving ones included
+    queue: str
+
+    @classmethod
+    def of(cls, view: View) -> PodTally:
+        on: dict[str, list[int]] = {}
+        leaving: dict[str, list[int]] = {}
+        placed = False
+        for pod in view.pods:
+            if pod.node is not None:
+                _count(on, pod.node, pod.gpus)
+                placed = True
+        for pod in view.leaving:
+            if pod.node is not None:
+                _count(on, pod.node, pod.gpus)
+                _count(leaving, pod.node, pod.gpus)
+        names = tuple(p.name for p in view.pods) + tuple(p.name for p in view.leaving)
+        return cls(_rows(on), _rows(leaving), placed, names, view.queue)
+
+
+def _count(into: dict[str, list[int]], node: str, gpus: int) -> None:
+    row = into.get(node)
+    if row is None:
+        into[node] = [1, gpus]
+    else:
+        row[0] += 1
+        row[1] += gpus
+
+
+def _rows(by_node: dict[str, list[int]]) -> tuple[tuple[str, int, int], ...]:
+    return tuple((node, pods, gpus) for node, (pods, gpus) in by_node.items())
+
+
+class PodTotals:
+    """What a snapshot needs of every pod, kept up to date from the views that changed.
+
+    ``held``: the GPUs each node's pods hold (leaving ones included), with a
+    key for every node a pod is on; ``leaving``: those of its leaving pods;
+    ``placed``: the jobs with a pod on a node (leaving ones aside);
+    ``shared``: the pod names two pods use; ``queues``: the jobs per queue.
+    Equal to the totals of the last views given, computed afresh
+    (``test_snapshot_parts``).
+    """
+
+    def __init__(self) -> None:
+        self._of: dict[str, tuple[View, PodTally]] = {}
+        self._on: dict[str, int] = {}  # pods per node
+        self._leaving_on: dict[str, int] = {}  # leaving pods per node
+        self._count: dict[str, int] = {}  # pods per name
+        self.held: dict[str, int] = {}
+        self.leaving: dict[str, int] = {}
+        self.placed: set[str] = set()
+        self.shared: set[str] = set()
+        self.queues: dict[str, int] = {}
+
+    def update(self, views: Mapping[str, View], names: Iterable[str] | None = None) -> None:
+        """Follow ``views`` (every job's, by name) from the last ones given.
+
+        ``names``: the only jobs whose view may be another object than last
+        time (``SnapshotParts.feed``); None: any may be.
+        """
+        last = self._of
+        if names is not None and last:
+            for name in names:
+                view = views.get(name)
+                hit = last.get(name)
+                if hit is not None and hit[0] is view:
+                    continue
+                if hit is not None:
+                    self._add(name, hit[1], -1)
+                    del last[name]
+                if view is not None:
+                    last[name] = (view, PodTally.of(view))
+                    self._add(name, last[name][1], 1)
+            if len(last) == len(views):
+                return
+            names = None  # a job no one said changed came or went: look at every one
+        current: dict[str, tuple[View, PodTally]] = {}
+        for view in views.values():
+            name = view.name
+            hit = last.get(name)
+            if hit is None or hit[0] is not view:
+                if hit is not None:
+                    self._add(name, hit[1], -1)
+                hit = (view, PodTally.of(view))
+                self._add(name, hit[1], 1)
+            current[name] = hit
+        for name in last.keys() - current.keys():
+            self._add(name, last[name][1], -1)
+        self._of = current
+
+    def jobs_naming(self, pods: frozenset[str]) -> list[str]:
+        """The jobs with a pod of one of these names (a walk over every job's names)."""
+        return [job for job, (_, tally) in self._of.items() if not pods.isdisjoint(tally.names)]
+
+    def _add(self, name: str, tally: PodTally, sign: int) -> None:
+        _move(self._on, self.held, tally.on, sign)
+        _move(self._leaving_on, self.leaving, tally.leaving, sign)
+        if tally.placed:
+            if sign > 0:
+                self.placed.add(name)
+            else:
+                self.placed.discard(name)
+        left = self.queues.get(tally.queue, 0) + sign
+        if left:
+            self.queues[tally.queue] = left
+        else:
+            del self.queues[tally.queue]
+        count, shared = self._count, self.shared
+        for pod in tally.names:
+            n = count.get(pod, 0) + sign
+            if n:
+                count[pod] = n
+            else:
+                del count[pod]
+            if n > 1:
+                shared.add(pod)
+            else:
+                shared.discard(pod)
+
+
+def _move(
+    pods: dict[str, int], gpus: dict[str, int], rows: tuple[tuple[str, int, int], ...], sign: int
+) -> None:
+    """Add (``sign`` 1) or take off (-1) ``rows``: a node leaves ``gpus`` with its last pod."""
+    for node, count, held in rows:
+        left = pods.get(node, 0) + sign * count
+        if left:
+            pods[node] = left
+            gpus[node] = gpus.get(node, 0) + sign * held
+        else:
+            del pods[node]
+            del gpus[node]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One job's part of the last snapshot: its job and its leaving pods, as models.
+
+    Made again when the job's view or records change (``SnapshotParts.feed``),
+    when the snapshot-wide context changes, for the preemptor of this
+    snapshot and of the last, and once ``until`` is past (the first of its
+    evictions that was still to come, which the snapshot leaves out until
+    then).
+    """
+
+    jobs: tuple[Job, ...]
+    until: float = math.inf
 
 
 class SnapshotParts:
@@ -32,6 +211,27 @@ class SnapshotParts:
         self._jobs: dict[str, tuple[Key, Job]] = {}
         self._last_nodes: dict[str, tuple[Key, Node]] = {}
         self._last_jobs: dict[str, tuple[Key, Job]] = {}
+        self.totals = PodTotals()
+        """The pods' totals of the last views (``cluster.snapshot`` updates them)."""
+        self.entries: dict[str, Entry] = {}
+        """Each job's part of the last snapshot (``cluster.snapshot`` keeps them)."""
+        self.context: object = None
+        """What every entry depends on besides its job's own inputs (``cluster._JobParts``)."""
+        self.shared: frozenset[str] = frozenset()
+        """The pod names two pods shared at the last snapshot (their pods were renamed)."""
+        self.timed: set[str] = set()
+        """The jobs whose entry waits for an eviction still to come (``Entry.until``)."""
+        self.preemptor: str | None = None
+        """The last snapshot's preemptor: its entry is made again for the next one."""
+        self.feed: set[str] | None = None
+        """The jobs whose view or progress or evictions record may have changed since the
+        last snapshot, kept by the index that owns these parts (``RecordIndex.refresh``
+        and its keys); None where no one keeps it: every job is looked at."""
+
+    def touch(self, job: str) -> None:
+        """``job``'s view or records changed (the index's hook)."""
+        if self.feed is not None:
+            self.feed.add(job)
 
     def start(self) -> None:
         """A snapshot begins: what the previous one used can be reused, the rest is let go."""

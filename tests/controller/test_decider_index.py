@@ -32,6 +32,7 @@ from cluster_objects import pod, pod_group
 from harness import NOW, apply_writes, production_demand, shared_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from gpuyield.agents.controller import cluster, incidents
 from gpuyield.agents.controller.config import ControllerConfig
@@ -169,6 +170,18 @@ def play(script: list[Op]) -> None:
             ) == incidents.run_starts(Overlay(records, {}), views)
             retained = {k.split("/", 1)[1] for k in records if k.startswith(RETAINED)}
             assert carried.unnamed == retained - cluster.known_jobs(Overlay(records, {}))
+            for preemptor in ("", f"prod/ft-{k}"):  # the parts' feed against a snapshot afresh
+                kept = _snapshot(carried.reader(records), carried.views(), preemptor, t, config,
+                                 parts=carried.parts)  # fmt: skip
+                assert kept == _snapshot(Overlay(records, {}), views, preemptor, t, config)
+
+
+def _snapshot(*args: Any, **kwargs: Any) -> object:
+    """``cluster.snapshot``, or the error it raised (a snapshot the records cannot make)."""
+    try:
+        return cluster.snapshot(*args, **kwargs)
+    except ValidationError as exc:
+        return str(exc)
 
 
 def _event(obj: dict[str, Any], at: float, *, deleted: bool = False) -> KubeEvent:

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from cluster_objects import node, pod
 from harness import NOW, Controller, apply_writes, shared_pool
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_decider_index import _demand_events, outcome_digest
 
 from gpuyield.agents.controller import cluster
 from gpuyield.agents.controller.decider import step
 from gpuyield.agents.controller.index import RecordIndex
-from gpuyield.agents.controller.records import Overlay
-from gpuyield.agents.controller.snapshot_parts import SnapshotParts
-from gpuyield.schemas import Snapshot
+from gpuyield.agents.controller.records import (
+    EVICTIONS,
+    PROGRESS,
+    EvictionsRecord,
+    Overlay,
+    ProgressRecord,
+)
+from gpuyield.agents.controller.snapshot_parts import PodTotals, SnapshotParts
+from gpuyield.schemas import Pod, PodPhase, Snapshot
 from gpuyield.schemas.messages import JobProgress
 
 
@@ -116,3 +125,116 @@ def test_a_shared_pod_name_renames_the_pods_of_the_jobs_that_share_it_and_no_oth
     sweep1 = snap.job("research/sweep-1")
     assert sweep1 is not None
     assert sweep1.pods == views["research/sweep-1"].pods
+
+
+def test_a_steps_own_progress_write_is_seen_and_forgotten_when_the_step_is_dropped() -> None:
+    """The index's feed names the jobs whose records it followed; a step's own writes are
+    not followed until applied, so the snapshot makes their jobs again, now and next time."""
+    c = shared_pool()
+    index = RecordIndex.build(c.records, c.config)
+    first = cluster.snapshot(
+        index.reader(c.records), index.views(), "", NOW, c.config, parts=index.parts
+    )
+    progress = ProgressRecord(
+        job="research/sweep-0", step=900, progress=0.6, first_seen_at=NOW - 3600, updated_at=NOW
+    ).dump()
+    written = Overlay(c.records, {PROGRESS + "research/sweep-0": progress}, index)
+    during = cluster.snapshot(written, index.views(), "", NOW, c.config, parts=index.parts)
+    assert during == cluster.snapshot(
+        Overlay(c.records, {PROGRESS + "research/sweep-0": progress}),
+        cluster.jobs(Overlay(c.records, {}), c.config),
+        "",
+        NOW,
+        c.config,
+    )
+    assert during != first
+    dropped = cluster.snapshot(
+        index.reader(c.records), index.views(), "", NOW, c.config, parts=index.parts
+    )
+    assert dropped == first
+
+
+def test_an_eviction_still_to_come_enters_the_snapshot_once_its_time_is_past() -> None:
+    c = shared_pool()
+    index = RecordIndex.build(c.records, c.config)
+    evictions = {EVICTIONS + "research/sweep-0": EvictionsRecord(at=(NOW - 60, NOW + 60)).dump()}
+    records = {**c.records, **evictions}
+    index.apply(evictions, records)
+
+    def evicted_at(at: float) -> tuple[float, ...]:
+        snap = cluster.snapshot(
+            index.reader(records), index.views(), "", at, c.config, parts=index.parts
+        )
+        job = snap.job("research/sweep-0")
+        assert job is not None
+        return job.evictions
+
+    assert evicted_at(NOW) == (NOW - 60,)
+    assert evicted_at(NOW + 30) == (NOW - 60,)
+    assert evicted_at(NOW + 60) == (NOW - 60, NOW + 60)
+
+
+views_of = st.dictionaries(
+    st.sampled_from([f"ns/job-{i}" for i in range(6)]),
+    st.lists(
+        st.tuples(
+            st.sampled_from(["w-0", "w-1", "w-2"]),
+            st.sampled_from([None, "n-0", "n-1", "n-2"]),
+            st.sampled_from([0, 1, 8]),
+            st.booleans(),
+        ),
+        max_size=4,
+    ),
+    max_size=6,
+)
+
+
+def _views(spec: dict[str, list[tuple[str, str | None, int, bool]]]) -> dict[str, FakeView]:
+    return {
+        name: FakeView(
+            name,
+            tuple(
+                Pod(name=p, node=n, gpus=g, phase=PodPhase.RUNNING)
+                for p, n, g, lv in pods
+                if not lv
+            ),
+            tuple(
+                Pod(name=p, node=n, gpus=g, phase=PodPhase.RUNNING) for p, n, g, lv in pods if lv
+            ),
+            "q-" + name[-1],
+        )
+        for name, pods in spec.items()
+    }
+
+
+@dataclass(frozen=True)
+class FakeView:
+    name: str
+    pods: tuple[Pod, ...]
+    leaving: tuple[Pod, ...]
+    queue: str
+
+
+def _totals(totals: PodTotals) -> tuple[object, ...]:
+    return totals.held, totals.leaving, totals.placed, totals.shared, totals.queues
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(views_of, st.booleans()), min_size=1, max_size=6))
+def test_pod_totals_followed_view_by_view_equal_the_totals_afresh(
+    rounds: list[tuple[dict[str, list[tuple[str, str | None, int, bool]]], bool]],
+) -> None:
+    kept = PodTotals()
+    last: dict[str, FakeView] = {}
+    for spec, told in rounds:
+        views = _views(spec)
+        # Unchanged views stay the very objects, as the index keeps them.
+        views = {
+            name: last[name] if last.get(name) == view else view for name, view in views.items()
+        }
+        changed = {n for n in views.keys() | last.keys() if last.get(n) is not views.get(n)}
+        kept.update(views, changed if told else None)
+        afresh = PodTotals()
+        afresh.update(views)
+        assert _totals(kept) == _totals(afresh)
+        last = views
