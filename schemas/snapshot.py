@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpuyield.schemas.base import FormatVersion, WireModel
@@ -153,10 +154,15 @@ class Snapshot(WireModel):
     jobs: tuple[Job, ...]
 
     @model_validator(mode="after")
-    def _references_are_consistent(self) -> Snapshot:
+    def _references_are_consistent(self, info: ValidationInfo) -> Snapshot:
         # Pydantic runs this again on a snapshot passed, already built, into another
         # model (a ``Decision``): at 10,000 nodes a fifth of a second for nothing new.
         if _consistent(self):
+            return self
+        context = info.context
+        totals = context.get(REFERENCE_TOTALS) if isinstance(context, dict) else None
+        if isinstance(totals, ReferenceTotals) and totals.consistent(self):
+            _remember(self)
             return self
         problem = _first_reference_problem(self)
         if problem is not None:
@@ -191,6 +197,105 @@ def _remember(snap: Snapshot) -> None:
     key = id(snap)
     # The entry leaves with the snapshot, before its id can be another object's.
     _CONSISTENT[key] = weakref.ref(snap, lambda _: _CONSISTENT.pop(key, None))
+
+
+REFERENCE_TOTALS = "gpuyield.reference_totals"
+"""The validation context's key for the ``ReferenceTotals`` of the snapshot's jobs."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobReferences:
+    """What the reference check reads of one job; a function of the job alone."""
+
+    names: tuple[str, ...]  # its pods' names
+    on: tuple[tuple[str, int, int], ...]  # (node, pods on it, GPUs they hold)
+    queue: str
+    overfull: bool  # ``min_available`` above its pods
+
+    @classmethod
+    def of(cls, job: Job) -> JobReferences:
+        on: dict[str, list[int]] = {}
+        for pod in job.pods:
+            if pod.node is not None:
+                row = on.setdefault(pod.node, [0, 0])
+                row[0] += 1
+                if pod.phase not in _FINISHED:  # ``Pod.holds_gpus``
+                    row[1] += pod.gpus
+        return cls(
+            tuple(p.name for p in job.pods),
+            tuple((node, pods, gpus) for node, (pods, gpus) in on.items()),
+            job.queue,
+            job.min_available is not None and job.min_available > len(job.pods),
+        )
+
+
+class ReferenceTotals:
+    """The reference check's facts summed over a snapshot's jobs, kept job by job.
+
+    A caller that builds snapshot after snapshot from mostly the same jobs
+    (the decider's ``SnapshotParts``) adds and takes off the jobs that change
+    and hands these in (``Snapshot.model_validate(..., context={REFERENCE_TOTALS:
+    totals})``): the check then reads the sums, not every pod. Any doubt (a
+    duplicate, an unknown name, too many GPUs) is settled by the whole check,
+    which words the error; so a snapshot passes exactly when the whole check
+    passes, as long as the totals are those of its jobs.
+    """
+
+    def __init__(self) -> None:
+        self.jobs = 0
+        self._names: dict[str, int] = {}
+        self._duplicates: set[str] = set()
+        self._node_pods: dict[str, int] = {}
+        self._held: dict[str, int] = {}
+        self._queues: dict[str, int] = {}
+        self._overfull = 0
+
+    def add(self, refs: JobReferences, sign: int = 1) -> None:
+        """Count one job in (``sign`` 1) or out (-1)."""
+        self.jobs += sign
+        names, duplicates = self._names, self._duplicates
+        for name in refs.names:
+            n = names.get(name, 0) + sign
+            if n:
+                names[name] = n
+            else:
+                del names[name]
+            if n > 1:
+                duplicates.add(name)
+            else:
+                duplicates.discard(name)
+        for node, pods, gpus in refs.on:
+            left = self._node_pods.get(node, 0) + sign * pods
+            if left:
+                self._node_pods[node] = left
+                self._held[node] = self._held.get(node, 0) + sign * gpus
+            else:
+                del self._node_pods[node]
+                del self._held[node]
+        count = self._queues.get(refs.queue, 0) + sign
+        if count:
+            self._queues[refs.queue] = count
+        else:
+            del self._queues[refs.queue]
+        self._overfull += sign * refs.overfull
+
+    def consistent(self, snap: Snapshot) -> bool:
+        """Whether ``snap``, whose jobs these totals count, passes the reference check."""
+        if self.jobs != len(snap.jobs) or self._duplicates or self._overfull:
+            return False
+        nodes = {n.name for n in snap.nodes}
+        queues = {q.name for q in snap.queues}
+        if len(nodes) < len(snap.nodes) or len(queues) < len(snap.queues):
+            return False
+        if not self._node_pods.keys() <= nodes or not self._queues.keys() <= queues:
+            return False
+        held = self._held
+        if any(held.get(node.name, 0) > node.gpus for node in snap.nodes):
+            return False
+        return (
+            _queue_problem(snap) is None
+            and _duplicate("job", [j.name for j in snap.jobs], str) is None
+        )
 
 
 def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:

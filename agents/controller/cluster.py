@@ -50,7 +50,7 @@ from gpuyield.agents.controller.records import (
 )
 from gpuyield.agents.controller.snapshot_parts import Entry, SnapshotParts
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
-from gpuyield.schemas.snapshot import GpuAmount, GpuLimit
+from gpuyield.schemas.snapshot import REFERENCE_TOTALS, GpuAmount, GpuLimit, JobReferences
 
 PLACED_GROUP_PHASES = frozenset({"Running"})
 TERMINAL_POD_PHASES = frozenset({"Succeeded", "Failed"})
@@ -329,14 +329,18 @@ def snapshot(
     queues = queues_of(records, config, cluster_gpus)
     for queue in totals.queues.keys() - queues.keys():
         queues[queue] = Queue(name=queue)
-    return Snapshot(
-        version=1,
-        now=now,
-        policy=config.policy,
-        nodes=tuple(nodes),
-        queues=tuple(queues[name] for name in sorted(queues)),
-        jobs=_JobParts(records, preemptor, now, parts, known_nodes).jobs(views, feed),
-    )
+    fields = {
+        "version": 1,
+        "now": now,
+        "policy": config.policy,
+        "nodes": tuple(nodes),
+        "queues": tuple(queues[name] for name in sorted(queues)),
+        "jobs": _JobParts(records, preemptor, now, parts, known_nodes).jobs(views, feed),
+    }
+    if not parts.fed:
+        return Snapshot.model_validate(fields)
+    # The reference check reads the sums kept over the jobs, not every pod again.
+    return Snapshot.model_validate(fields, context={REFERENCE_TOTALS: parts.references})
 
 
 class _JobParts:
@@ -375,11 +379,10 @@ class _JobParts:
         entries = parts.entries
         names = list(views)
         if feed is None or self.context != parts.context or not self._follow(views, feed):
-            entries.clear()
-            parts.timed.clear()
+            parts.clear()
             parts.context = self.context
             for view in views.values():
-                self._put(view.name, self._entry(view))
+                parts.put(view.name, self._entry(view))
         parts.preemptor = self.preemptor
         parts.shared = self.shared
         return tuple(itertools.chain.from_iterable([entries[name].jobs for name in names]))
@@ -398,18 +401,10 @@ class _JobParts:
         for name in again:
             view = views.get(name)
             if view is None:
-                entries.pop(name, None)
-                parts.timed.discard(name)
+                parts.drop(name)
             else:
-                self._put(name, self._entry(view))
+                parts.put(name, self._entry(view))
         return len(entries) == len(views)
-
-    def _put(self, name: str, entry: Entry) -> None:
-        self.parts.entries[name] = entry
-        if entry.until < math.inf:
-            self.parts.timed.add(name)
-        else:
-            self.parts.timed.discard(name)
 
     def _entry(self, view: JobView) -> Entry:
         records, parts, now = self.records, self.parts, self.now
@@ -456,7 +451,8 @@ class _JobParts:
                     evictions,
                 )
             )
-        return Entry(tuple(jobs), until)
+        refs = tuple(JobReferences.of(job) for job in jobs) if parts.fed else ()
+        return Entry(tuple(jobs), until, refs)
 
     def _unique(self, view: JobView, pod: Pod) -> str:
         """``pod``'s name in the snapshot: ``namespace/name`` when two pods share it (the

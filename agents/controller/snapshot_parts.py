@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuyield.schemas import Job, Node, Pod
+from gpuyield.schemas.snapshot import JobReferences, ReferenceTotals
 
 Key = tuple[Any, ...]
 
@@ -201,6 +202,8 @@ class Entry:
 
     jobs: tuple[Job, ...]
     until: float = math.inf
+    refs: tuple[JobReferences, ...] = ()
+    """What the reference check reads of each of ``jobs`` (kept only where summed)."""
 
 
 class SnapshotParts:
@@ -220,6 +223,8 @@ class SnapshotParts:
         self.shared: frozenset[str] = frozenset()
         """The pod names two pods shared at the last snapshot (their pods were renamed)."""
         self.timed: set[str] = set()
+        self.references = ReferenceTotals()
+        """The reference check's sums over the entries' jobs (``Entry.refs``)."""
         """The jobs whose entry waits for an eviction still to come (``Entry.until``)."""
         self.preemptor: str | None = None
         """The last snapshot's preemptor: its entry is made again for the next one."""
@@ -227,6 +232,34 @@ class SnapshotParts:
         """The jobs whose view or progress or evictions record may have changed since the
         last snapshot, kept by the index that owns these parts (``RecordIndex.refresh``
         and its keys); None where no one keeps it: every job is looked at."""
+
+    @property
+    def fed(self) -> bool:
+        """Whether an index keeps the feed: then the entries' references are summed too."""
+        return self.feed is not None
+
+    def put(self, name: str, entry: Entry) -> None:
+        """``name``'s part of this snapshot."""
+        self.drop(name)
+        self.entries[name] = entry
+        for refs in entry.refs:
+            self.references.add(refs)
+        if entry.until < math.inf:
+            self.timed.add(name)
+
+    def drop(self, name: str) -> None:
+        """``name``'s part goes (it left the cluster, or is made again)."""
+        old = self.entries.pop(name, None)
+        if old is not None:
+            for refs in old.refs:
+                self.references.add(refs, -1)
+            self.timed.discard(name)
+
+    def clear(self) -> None:
+        """Every part is made again."""
+        self.entries.clear()
+        self.timed.clear()
+        self.references = ReferenceTotals()
 
     def touch(self, job: str) -> None:
         """``job``'s view or records changed (the index's hook)."""
