@@ -207,6 +207,7 @@ REFERENCE_TOTALS = "gpuyield.reference_totals"
 class JobReferences:
     """What the reference check reads of one job; a function of the job alone."""
 
+    job: str  # its name
     names: tuple[str, ...]  # its pods' names
     on: tuple[tuple[str, int, int], ...]  # (node, pods on it, GPUs they hold)
     queue: str
@@ -222,6 +223,7 @@ class JobReferences:
                 if pod.phase not in _FINISHED:  # ``Pod.holds_gpus``
                     row[1] += pod.gpus
         return cls(
+            job.name,
             tuple(p.name for p in job.pods),
             tuple((node, pods, gpus) for node, (pods, gpus) in on.items()),
             job.queue,
@@ -243,8 +245,9 @@ class ReferenceTotals:
 
     def __init__(self) -> None:
         self.jobs = 0
-        self._names: dict[str, int] = {}
-        self._duplicates: set[str] = set()
+        self._jobs: dict[object, int] = {}
+        self._names: dict[object, int] = {}
+        self._duplicates: set[object] = set()  # pod names, ("job", name)s counted twice
         self._node_pods: dict[str, int] = {}
         self._held: dict[str, int] = {}
         self._queues: dict[str, int] = {}
@@ -253,17 +256,10 @@ class ReferenceTotals:
     def add(self, refs: JobReferences, sign: int = 1) -> None:
         """Count one job in (``sign`` 1) or out (-1)."""
         self.jobs += sign
+        _tally(self._jobs, self._duplicates, ("job", refs.job), sign)
         names, duplicates = self._names, self._duplicates
         for name in refs.names:
-            n = names.get(name, 0) + sign
-            if n:
-                names[name] = n
-            else:
-                del names[name]
-            if n > 1:
-                duplicates.add(name)
-            else:
-                duplicates.discard(name)
+            _tally(names, duplicates, name, sign)
         for node, pods, gpus in refs.on:
             left = self._node_pods.get(node, 0) + sign * pods
             if left:
@@ -292,10 +288,20 @@ class ReferenceTotals:
         held = self._held
         if any(held.get(node.name, 0) > node.gpus for node in snap.nodes):
             return False
-        return (
-            _queue_problem(snap) is None
-            and _duplicate("job", [j.name for j in snap.jobs], str) is None
-        )
+        return _queue_problem(snap) is None
+
+
+def _tally(counts: dict[object, int], twice: set[object], key: object, sign: int) -> None:
+    """Count ``key`` in or out, keeping ``twice`` the keys counted more than once."""
+    n = counts.get(key, 0) + sign
+    if n:
+        counts[key] = n
+    else:
+        del counts[key]
+    if n > 1:
+        twice.add(key)
+    else:
+        twice.discard(key)
 
 
 def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:
