@@ -19,6 +19,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpuyield.schemas.base import FormatVersion, WireModel
+from gpuyield.schemas.counts import count, count_rows, count_twice
 
 Name = Field(min_length=1, max_length=253)
 
@@ -256,23 +257,11 @@ class ReferenceTotals:
     def add(self, refs: JobReferences, sign: int = 1) -> None:
         """Count one job in (``sign`` 1) or out (-1)."""
         self.jobs += sign
-        _tally(self._jobs, self._duplicates, ("job", refs.job), sign)
-        names, duplicates = self._names, self._duplicates
+        count_twice(self._jobs, self._duplicates, ("job", refs.job), sign)
         for name in refs.names:
-            _tally(names, duplicates, name, sign)
-        for node, pods, gpus in refs.on:
-            left = self._node_pods.get(node, 0) + sign * pods
-            if left:
-                self._node_pods[node] = left
-                self._held[node] = self._held.get(node, 0) + sign * gpus
-            else:
-                del self._node_pods[node]
-                del self._held[node]
-        count = self._queues.get(refs.queue, 0) + sign
-        if count:
-            self._queues[refs.queue] = count
-        else:
-            del self._queues[refs.queue]
+            count_twice(self._names, self._duplicates, name, sign)
+        count_rows(self._node_pods, self._held, refs.on, sign)
+        count(self._queues, refs.queue, sign)
         self._overfull += sign * refs.overfull
 
     def consistent(self, snap: Snapshot) -> bool:
@@ -289,19 +278,6 @@ class ReferenceTotals:
         if any(held.get(node.name, 0) > node.gpus for node in snap.nodes):
             return False
         return _queue_problem(snap) is None
-
-
-def _tally(counts: dict[object, int], twice: set[object], key: object, sign: int) -> None:
-    """Count ``key`` in or out, keeping ``twice`` the keys counted more than once."""
-    n = counts.get(key, 0) + sign
-    if n:
-        counts[key] = n
-    else:
-        del counts[key]
-    if n > 1:
-        twice.add(key)
-    else:
-        twice.discard(key)
 
 
 def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:

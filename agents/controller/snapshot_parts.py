@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuyield.schemas import Job, Node, Pod
+from gpuyield.schemas.counts import count, count_rows, count_twice
 from gpuyield.schemas.snapshot import JobReferences, ReferenceTotals
 
 Key = tuple[Any, ...]
@@ -150,43 +151,16 @@ class PodTotals:
         return [job for job, (_, tally) in self._of.items() if not pods.isdisjoint(tally.names)]
 
     def _add(self, name: str, tally: PodTally, sign: int) -> None:
-        _move(self._on, self.held, tally.on, sign)
-        _move(self._leaving_on, self.leaving, tally.leaving, sign)
+        count_rows(self._on, self.held, tally.on, sign)
+        count_rows(self._leaving_on, self.leaving, tally.leaving, sign)
         if tally.placed:
             if sign > 0:
                 self.placed.add(name)
             else:
                 self.placed.discard(name)
-        left = self.queues.get(tally.queue, 0) + sign
-        if left:
-            self.queues[tally.queue] = left
-        else:
-            del self.queues[tally.queue]
-        count, shared = self._count, self.shared
+        count(self.queues, tally.queue, sign)
         for pod in tally.names:
-            n = count.get(pod, 0) + sign
-            if n:
-                count[pod] = n
-            else:
-                del count[pod]
-            if n > 1:
-                shared.add(pod)
-            else:
-                shared.discard(pod)
-
-
-def _move(
-    pods: dict[str, int], gpus: dict[str, int], rows: tuple[tuple[str, int, int], ...], sign: int
-) -> None:
-    """Add (``sign`` 1) or take off (-1) ``rows``: a node leaves ``gpus`` with its last pod."""
-    for node, count, held in rows:
-        left = pods.get(node, 0) + sign * count
-        if left:
-            pods[node] = left
-            gpus[node] = gpus.get(node, 0) + sign * held
-        else:
-            del pods[node]
-            del gpus[node]
+            count_twice(self._count, self.shared, pod, sign)
 
 
 @dataclass(frozen=True, slots=True)
