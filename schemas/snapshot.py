@@ -11,7 +11,7 @@ the offending field, e.g. ``jobs[3].pods[0].node: unknown node 'n9'``.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -164,6 +164,7 @@ class Snapshot(WireModel):
         totals = context.get(REFERENCE_TOTALS) if isinstance(context, dict) else None
         if isinstance(totals, ReferenceTotals) and totals.consistent(self):
             _remember(self)
+            _SUMS[id(self)] = (weakref.ref(self, _forget_sums(id(self))), totals.sums())
             return self
         problem = _first_reference_problem(self)
         if problem is not None:
@@ -213,22 +214,28 @@ class JobReferences:
     on: tuple[tuple[str, int, int], ...]  # (node, pods on it, GPUs they hold)
     queue: str
     overfull: bool  # ``min_available`` above its pods
+    holds: bool  # a pod of it, not finished, is on a node (it holds GPUs, maybe 0)
+    gpus: int  # the GPUs those pods hold
 
     @classmethod
     def of(cls, job: Job) -> JobReferences:
         on: dict[str, list[int]] = {}
+        holds, gpus = False, 0
         for pod in job.pods:
             if pod.node is not None:
                 row = on.setdefault(pod.node, [0, 0])
                 row[0] += 1
                 if pod.phase not in _FINISHED:  # ``Pod.holds_gpus``
                     row[1] += pod.gpus
+                    holds, gpus = True, gpus + pod.gpus
         return cls(
             job.name,
             tuple(p.name for p in job.pods),
             tuple((node, pods, gpus) for node, (pods, gpus) in on.items()),
             job.queue,
             job.min_available is not None and job.min_available > len(job.pods),
+            holds,
+            gpus,
         )
 
 
@@ -252,6 +259,8 @@ class ReferenceTotals:
         self._node_pods: dict[str, int] = {}
         self._held: dict[str, int] = {}
         self._queues: dict[str, int] = {}
+        self._queue_gpus: dict[str, int] = {}
+        self._holders = 0
         self._overfull = 0
 
     def add(self, refs: JobReferences, sign: int = 1) -> None:
@@ -262,7 +271,13 @@ class ReferenceTotals:
             count_twice(self._names, self._duplicates, name, sign)
         count_rows(self._node_pods, self._held, refs.on, sign)
         count(self._queues, refs.queue, sign)
+        self._queue_gpus[refs.queue] = self._queue_gpus.get(refs.queue, 0) + sign * refs.gpus
+        self._holders += sign * refs.holds
         self._overfull += sign * refs.overfull
+
+    def sums(self) -> JobSums:
+        """What a planner reads of every job, as these totals count it now (a copy)."""
+        return JobSums(dict(self._held), dict(self._queue_gpus), self._holders)
 
     def consistent(self, snap: Snapshot) -> bool:
         """Whether ``snap``, whose jobs these totals count, passes the reference check."""
@@ -278,6 +293,40 @@ class ReferenceTotals:
         if any(held.get(node.name, 0) > node.gpus for node in snap.nodes):
             return False
         return _queue_problem(snap) is None
+
+
+@dataclass(frozen=True, slots=True)
+class JobSums:
+    """Sums over a snapshot's jobs that a planner reads, kept by whoever built it.
+
+    ``held``: GPUs held per node by pods not finished (a node may be there
+    with 0); ``queue_gpus``: the same per job's queue (its own, not its
+    ancestors'); ``holders``: the jobs with such a pod on a node.
+    """
+
+    held: Mapping[str, int]
+    queue_gpus: Mapping[str, int]
+    holders: int
+
+
+_SUMS: dict[int, tuple[weakref.ref[Snapshot], JobSums]] = {}
+"""The sums kept for the snapshots alive that were checked from them, by identity."""
+
+
+def _forget_sums(key: int) -> Callable[[object], None]:
+    def forget(_: object) -> None:
+        _SUMS.pop(key, None)
+
+    return forget
+
+
+def kept_sums(snap: Snapshot) -> JobSums | None:
+    """The ``JobSums`` of ``snap``'s jobs, when its builder kept them (the decider does);
+    None otherwise, and the reader walks the jobs itself."""
+    entry = _SUMS.get(id(snap))
+    if entry is None or entry[0]() is not snap:
+        return None
+    return entry[1]
 
 
 def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:

@@ -197,7 +197,7 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
     assert job is not None  # a session with pods to place has a preemptor
     header = (
         f"{_needs(session, job)}; they fit as the cluster stands: none of the "
-        f"{len(session.holding)} jobs holding GPUs was judged as a victim"
+        f"{session.holders} jobs holding GPUs was judged as a victim"
     )
     stats = SearchStats(steps=counter.steps, budget=limit, exhausted=False)
     search_line = f"search complete in {counter.steps} steps: the plan is optimal"

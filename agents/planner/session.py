@@ -21,6 +21,7 @@ from gpuyield.agents.planner.weights import (
     preemptor_weight,
 )
 from gpuyield.schemas import Job, Pod, PodPhase, Snapshot
+from gpuyield.schemas.snapshot import kept_sums
 
 
 class UnknownPreemptor(ValueError):
@@ -75,7 +76,7 @@ class PlanningSession:
     node_group: Mapping[str, str]  # rack, else NVLink domain, else the node itself
     free_counts: Mapping[int, int]  # schedulable nodes by free GPUs
     free_buckets: Mapping[int, tuple[str, ...]]  # schedulable nodes by free GPUs, by name
-    holding: tuple[_Holding, ...]  # the jobs behind ``candidates``, in their order
+    holders: int  # the jobs holding GPUs but the preemptor (those ``holding`` lists)
     memo: dict[str, object] = field(default_factory=dict, compare=False)
     """Answers rules may share within this session (e.g. per-queue verdicts)."""
     sla_claim: bool = False
@@ -83,6 +84,13 @@ class PlanningSession:
     way to it, as protected victims."""
     sla_risk: SlaRisk | None = None
     """It waited past its share of its SLA budget (``urgency``): W_eff protection gives way."""
+
+    @functools.cached_property
+    def holding(self) -> tuple[_Holding, ...]:
+        """The jobs behind ``candidates``, in their order: every job but the preemptor with
+        a pod not finished on a node, by name; walked when first read, unless ``open``
+        walked them already."""
+        return _walk(self.snapshot, self.tree, self.preemptor)[2]
 
     @functools.cached_property
     def candidates(self) -> tuple[CandidateFacts, ...]:
@@ -125,28 +133,22 @@ class PlanningSession:
         policy = snapshot.policy
         now = snapshot.now
         tree = QueueTree.build(snapshot.queues)
-        usage: dict[str, int] = {q.name: 0 for q in snapshot.queues}
-        held: dict[str, int] = {}
-        holding: list[_Holding] = []
-        ancestors = tree.ancestors
-        skip = job.name if job is not None else None
-        # One pass over the jobs (at 10,000 nodes, 30,000 of them): this loop is most
-        # of what a plan costs before its search, so it reads each job once.
-        for j in snapshot.jobs:
-            pods = [p for p in j.pods if p.node is not None and p.phase not in _DONE]
-            if not pods:
-                continue
-            total = 0
-            for pod in pods:
-                node = pod.node
-                assert node is not None  # filtered above
-                held[node] = held.get(node, 0) + pod.gpus
-                total += pod.gpus
-            for queue in ancestors[j.queue]:
-                usage[queue] += total
-            if j.name != skip:
-                holding.append((j.name, j, pods, total))
-        holding.sort(key=_by_name)
+        sums = kept_sums(snapshot)
+        holding: tuple[_Holding, ...] | None = None
+        held: Mapping[str, int]
+        if sums is None:
+            held, usage, holding = _walk(snapshot, tree, job)
+            holders = len(holding)
+        else:
+            # The snapshot's builder kept these over its jobs (the decider): the jobs
+            # are walked only if a plan reads them (``holding``), and a preemptor that
+            # fits as the cluster stands reads none of them.
+            held = sums.held
+            usage = {q.name: 0 for q in snapshot.queues}
+            for queue, gpus in sums.queue_gpus.items():
+                for above in tree.ancestors[queue]:
+                    usage[above] += gpus
+            holders = sums.holders - int(job is not None and any(map(_holds, job.pods)))
         nodes = sorted(snapshot.nodes, key=lambda n: n.name)
         free = {n.name: n.gpus - held.get(n.name, 0) for n in nodes}
         buckets: dict[int, list[str]] = {}
@@ -159,7 +161,7 @@ class PlanningSession:
             to_place = tuple(
                 PodToPlace(p.name, p.gpus) for p in sorted(waiting, key=lambda p: (-p.gpus, p.name))
             )
-        return cls(
+        session = cls(
             snapshot=snapshot,
             preemptor=job,
             preemptor_w=preemptor_weight(job, now, policy) if job is not None else 0.0,
@@ -173,15 +175,51 @@ class PlanningSession:
             node_group={
                 n.name: n.topology.rack or n.topology.nvlink_domain or n.name for n in nodes
             },
-            holding=tuple(holding),
+            holders=holders,
             free_counts={f: len(ns) for f, ns in buckets.items()},
             free_buckets={f: tuple(ns) for f, ns in buckets.items()},
             sla_claim=job is not None and has_claim(job),
             sla_risk=sla_risk(job, now, policy) if job is not None else None,
         )
+        if holding is not None:
+            session.__dict__["holding"] = holding  # ``cached_property``'s own slot
+        return session
 
 
 _DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
+
+
+def _holds(pod: Pod) -> bool:
+    """On a node and not finished: it holds its GPUs (``Pod.holds_gpus``)."""
+    return pod.node is not None and pod.phase not in _DONE
+
+
+def _walk(
+    snapshot: Snapshot, tree: QueueTree, preemptor: Job | None
+) -> tuple[dict[str, int], dict[str, int], tuple[_Holding, ...]]:
+    """GPUs held per node and per queue's subtree, and the jobs holding them but the
+    preemptor, by name: one pass over the jobs (at 10,000 nodes, 30,000 of them)."""
+    usage: dict[str, int] = {q.name: 0 for q in snapshot.queues}
+    held: dict[str, int] = {}
+    holding: list[_Holding] = []
+    ancestors = tree.ancestors
+    skip = preemptor.name if preemptor is not None else None
+    for j in snapshot.jobs:
+        pods = [p for p in j.pods if p.node is not None and p.phase not in _DONE]
+        if not pods:
+            continue
+        total = 0
+        for pod in pods:
+            node = pod.node
+            assert node is not None  # filtered above
+            held[node] = held.get(node, 0) + pod.gpus
+            total += pod.gpus
+        for queue in ancestors[j.queue]:
+            usage[queue] += total
+        if j.name != skip:
+            holding.append((j.name, j, pods, total))
+    holding.sort(key=_by_name)
+    return held, usage, tuple(holding)
 
 
 def waits_for_node(pod: Pod) -> bool:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from cluster_objects import node, pod
-from harness import NOW, Controller, apply_writes, shared_pool
+from harness import NOW, Controller, apply_writes, production_demand, shared_pool
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_decider_index import _demand_events, outcome_digest
@@ -23,8 +23,11 @@ from gpuyield.agents.controller.records import (
     ProgressRecord,
 )
 from gpuyield.agents.controller.snapshot_parts import PodTotals, SnapshotParts
+from gpuyield.agents.planner import plan
+from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Pod, PodPhase, Snapshot
 from gpuyield.schemas.messages import JobProgress
+from gpuyield.schemas.snapshot import kept_sums
 
 
 def build(c: Controller, at: float, parts: SnapshotParts | None = None) -> Snapshot:
@@ -238,3 +241,31 @@ def test_pod_totals_followed_view_by_view_equal_the_totals_afresh(
         afresh.update(views)
         assert _totals(kept) == _totals(afresh)
         last = views
+
+
+@pytest.mark.parametrize("preemptor", [None, "prod/ft-llama"])
+def test_a_planning_session_from_the_decider_s_kept_sums_is_the_session_walked(
+    preemptor: str | None,
+) -> None:
+    """The decider's snapshot carries the sums its parts keep (``kept_sums``); a planner
+    session opened on it reads them instead of walking every job, and is the session
+    opened on the same snapshot without them."""
+    c = shared_pool()
+    production_demand(c, "ft-llama", pods=2)
+    index = RecordIndex.build(c.records, c.config)
+    kept = cluster.snapshot(
+        index.reader(c.records), index.views(), preemptor or "", NOW, c.config, parts=index.parts
+    )
+    walked = Snapshot.model_validate_json(kept.model_dump_json())
+    assert kept_sums(kept) is not None
+    assert kept_sums(walked) is None
+    one, two = PlanningSession.open(kept, preemptor), PlanningSession.open(walked, preemptor)
+    assert (one.holders, one.usage, one.node_free, one.free_buckets, one.to_place) == (
+        two.holders,
+        two.usage,
+        two.node_free,
+        two.free_buckets,
+        two.to_place,
+    )
+    assert one.holders == len(one.holding) == len(two.holding) > 0
+    assert plan(kept, preemptor, explain=True) == plan(walked, preemptor, explain=True)
