@@ -286,8 +286,9 @@ def snapshot(
 
     ``held``: free GPUs per node set aside for someone else in this step
     only (heavier suspended jobs that do not fit yet), taken off capacity.
-    ``parts``: the models of the last snapshot, reused where nothing they are
-    built from changed (the decider's, kept in its index).
+    ``parts``: the last snapshot's parts, reused where nothing they are built
+    from changed (the decider's, kept in its index, which tells them what
+    changed: ``SnapshotParts.feed``; without it every job is looked at).
     """
     parts = SnapshotParts() if parts is None else parts
     parts.start()
