@@ -10,11 +10,14 @@ view, and the table the record a step wrote, while they do not change; or
 equal values), so a snapshot is equal, field for field, to one built afresh.
 
 Reusing the models still walked every job each time, in Python: its pods
-for the totals the snapshot needs first (``PodTotals``), then its records
-and its models' keys (``Entry``). Both are now kept per job with the very
-view (and records) they were computed from, and a snapshot recomputes the
-jobs whose view or records are other objects than last time: the rest is
-an identity test and a copy.
+for the totals the snapshot needs first (``PodTotals``), its records and
+its models' keys for its part (``Entry``), and its pods again in the
+reference check. The index that owns these parts now says which jobs'
+views and records changed (``feed``); a snapshot makes those jobs' parts
+again and follows the totals and the reference check's sums
+(``references``) for them, and the other jobs' parts are the last
+snapshot's. Without a feed (no index: a test, a one-off call) every job is
+looked at, as before.
 
 Only what the last snapshot used is kept: a job or node that left the
 cluster is dropped at the next snapshot. The decider keeps one next to its
@@ -181,7 +184,7 @@ class Entry:
 
 
 class SnapshotParts:
-    """The ``Node`` and ``Job`` models of the last snapshot, with what each was built from."""
+    """The last snapshot's models with what each was built from, its parts, and their sums."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[Key, Node]] = {}
@@ -197,9 +200,9 @@ class SnapshotParts:
         self.shared: frozenset[str] = frozenset()
         """The pod names two pods shared at the last snapshot (their pods were renamed)."""
         self.timed: set[str] = set()
+        """The jobs whose entry waits for an eviction still to come (``Entry.until``)."""
         self.references = ReferenceTotals()
         """The reference check's sums over the entries' jobs (``Entry.refs``)."""
-        """The jobs whose entry waits for an eviction still to come (``Entry.until``)."""
         self.preemptor: str | None = None
         """The last snapshot's preemptor: its entry is made again for the next one."""
         self.feed: set[str] | None = None
