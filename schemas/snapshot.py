@@ -173,7 +173,11 @@ class Snapshot(WireModel):
         return self
 
     def job(self, name: str) -> Job | None:
-        """The job called ``name``, if any."""
+        """The job called ``name``, if any (from the kept sums' index when there are some:
+        a scan of 30,000 jobs at 10,000 nodes was 19 ms of every plan's 70)."""
+        sums = kept_sums(self)
+        if sums is not None:
+            return sums.jobs.get(name)
         for job in self.jobs:
             if job.name == name:
                 return job
@@ -210,6 +214,7 @@ class JobReferences:
     """What the reference check reads of one job; a function of the job alone."""
 
     job: str  # its name
+    model: Job  # the job itself, for the sums' index by name
     names: tuple[str, ...]  # its pods' names
     on: tuple[tuple[str, int, int], ...]  # (node, pods on it, GPUs they hold)
     queue: str
@@ -230,6 +235,7 @@ class JobReferences:
                     holds, gpus = True, gpus + pod.gpus
         return cls(
             job.name,
+            job,
             tuple(p.name for p in job.pods),
             tuple((node, pods, gpus) for node, (pods, gpus) in on.items()),
             job.queue,
@@ -262,6 +268,7 @@ class ReferenceTotals:
         self._queue_gpus: dict[str, int] = {}
         self._holders = 0
         self._overfull = 0
+        self._by_name: dict[str, Job] = {}
 
     def add(self, refs: JobReferences, sign: int = 1) -> None:
         """Count one job in (``sign`` 1) or out (-1)."""
@@ -274,10 +281,14 @@ class ReferenceTotals:
         self._queue_gpus[refs.queue] = self._queue_gpus.get(refs.queue, 0) + sign * refs.gpus
         self._holders += sign * refs.holds
         self._overfull += sign * refs.overfull
+        if sign > 0:
+            self._by_name[refs.job] = refs.model
+        elif self._by_name.get(refs.job) is refs.model:
+            del self._by_name[refs.job]
 
     def sums(self) -> JobSums:
         """What a planner reads of every job, as these totals count it now (a copy)."""
-        return JobSums(dict(self._held), dict(self._queue_gpus), self._holders)
+        return JobSums(dict(self._held), dict(self._queue_gpus), self._holders, dict(self._by_name))
 
     def consistent(self, snap: Snapshot) -> bool:
         """Whether ``snap``, whose jobs these totals count, passes the reference check."""
@@ -301,12 +312,14 @@ class JobSums:
 
     ``held``: GPUs held per node by pods not finished (a node may be there
     with 0); ``queue_gpus``: the same per job's queue (its own, not its
-    ancestors'); ``holders``: the jobs with such a pod on a node.
+    ancestors'); ``holders``: the jobs with such a pod on a node; ``jobs``:
+    every job by name.
     """
 
     held: Mapping[str, int]
     queue_gpus: Mapping[str, int]
     holders: int
+    jobs: Mapping[str, Job]  # every job by name
 
 
 _SUMS: dict[int, tuple[weakref.ref[Snapshot], JobSums]] = {}

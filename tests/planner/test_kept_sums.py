@@ -35,6 +35,9 @@ def same_session(case: Case) -> None:
         two.to_place,
     )
     assert one.holding == two.holding
+    for job in case.snapshot.jobs:  # the sums' index finds the very job the scan does
+        assert kept.job(job.name) is case.snapshot.job(job.name)
+    assert kept.job("nobody/here") is None
     assert plan(kept, case.preemptor, explain=True) == plan(
         case.snapshot, case.preemptor, explain=True
     )
