@@ -48,7 +48,7 @@ from gpuyield.agents.controller.records import (
     VJobRecord,
     YieldRecord,
 )
-from gpuyield.agents.controller.snapshot_parts import Entry, SnapshotParts
+from gpuyield.agents.controller.snapshot_parts import LEAVING, Entry, SnapshotParts
 from gpuyield.schemas import Job, JobState, Node, Pod, PodPhase, Queue, Snapshot, Topology
 from gpuyield.schemas.snapshot import REFERENCE_TOTALS, GpuAmount, GpuLimit, JobReferences
 
@@ -424,7 +424,7 @@ class _JobParts:
             leaving = tuple((p, self._unique(view, p)) for p in view.leaving if p.node in known)
         jobs: list[Job] = []
         if leaving:
-            name = f"{view.name}~leaving"
+            name = view.name + LEAVING
             jobs.append(parts.job(name, (view, leaving), _leaving, view, name, leaving))
         holds = (
             view.name in parts.totals.placed

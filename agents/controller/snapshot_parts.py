@@ -37,6 +37,9 @@ from gpuyield.schemas.snapshot import JobReferences, ReferenceTotals
 
 Key = tuple[Any, ...]
 
+LEAVING = "~leaving"
+"""The suffix of the job a job's leaving pods make in a snapshot (``<job>~leaving``)."""
+
 
 class View(Protocol):
     """What the totals read of a job's view (``cluster.JobView``)."""
@@ -217,7 +220,7 @@ class SnapshotParts:
 
     def put(self, name: str, entry: Entry) -> None:
         """``name``'s part of this snapshot."""
-        self.drop(name)
+        self._take_off(name)
         self.entries[name] = entry
         for refs in entry.refs:
             self.references.add(refs)
@@ -225,7 +228,13 @@ class SnapshotParts:
             self.timed.add(name)
 
     def drop(self, name: str) -> None:
-        """``name``'s part goes (it left the cluster, or is made again)."""
+        """``name`` left the cluster: its part goes, and its kept models with it."""
+        self._take_off(name)
+        if self.fed:
+            self._jobs.pop(name, None)
+            self._jobs.pop(name + LEAVING, None)
+
+    def _take_off(self, name: str) -> None:
         old = self.entries.pop(name, None)
         if old is not None:
             for refs in old.refs:
@@ -233,10 +242,12 @@ class SnapshotParts:
             self.timed.discard(name)
 
     def clear(self) -> None:
-        """Every part is made again."""
+        """Every part is made again, reusing the models the last parts held (only)."""
         self.entries.clear()
         self.timed.clear()
         self.references = ReferenceTotals()
+        if self.fed:
+            self._last_jobs, self._jobs = self._jobs, {}
 
     def touch(self, job: str) -> None:
         """``job``'s view or records changed (the index's hook)."""
@@ -244,9 +255,18 @@ class SnapshotParts:
             self.feed.add(job)
 
     def start(self) -> None:
-        """A snapshot begins: what the previous one used can be reused, the rest is let go."""
-        if self._nodes or self._jobs:
+        """A snapshot begins: what the previous one used can be reused, the rest is let go.
+
+        With a feed, a snapshot makes only some jobs' models, so the job models
+        are kept across snapshots instead, and let go when their job leaves
+        (``drop``) or every part is made again (``clear``): a part made again
+        long after its model was built (the context changed, say) still finds it.
+        """
+        if self._nodes:
             self._last_nodes, self._nodes = self._nodes, {}
+        if self.fed:
+            self._last_jobs = {}
+        elif self._jobs:
             self._last_jobs, self._jobs = self._jobs, {}
 
     def node(self, name: str, key: Key, build: Callable[..., Node], *args: Any) -> Node:

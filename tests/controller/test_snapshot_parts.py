@@ -17,6 +17,7 @@ from gpuyield.agents.controller.decider import step
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import (
     EVICTIONS,
+    NODE,
     PROGRESS,
     EvictionsRecord,
     Overlay,
@@ -269,3 +270,41 @@ def test_a_planning_session_from_the_decider_s_kept_sums_is_the_session_walked(
     )
     assert one.holders == len(one.holding) == len(two.holding) > 0
     assert plan(kept, preemptor, explain=True) == plan(walked, preemptor, explain=True)
+
+
+def test_a_part_made_again_long_after_its_model_was_built_still_reuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With the index's feed, a snapshot makes only some jobs' models; when every part is
+    made again (a node record went: some pods are on a node the snapshot leaves out), the
+    jobs whose pods did not change keep their models, built snapshots before."""
+    c = shared_pool()
+    records = dict(c.records)
+    index = RecordIndex.build(records, c.config)
+
+    def snap(at: float) -> Snapshot:
+        return cluster.snapshot(
+            index.reader(records), index.views(), "", at, c.config, parts=index.parts
+        )
+
+    for second in range(3):
+        snap(NOW + second)
+    built: list[str] = []
+    original = cluster._job
+
+    def counted(view: cluster.JobView, *args: Any) -> Any:
+        built.append(view.name)
+        return original(view, *args)
+
+    monkeypatch.setattr(cluster, "_job", counted)
+    gone = {NODE + "gpu-03": None}
+    del records[NODE + "gpu-03"]
+    index.apply(gone, records)
+    after = snap(NOW + 3)
+    made = set(built)
+    assert after == cluster.snapshot(
+        Overlay(records, {}), cluster.jobs(Overlay(records, {}), c.config), "", NOW + 3, c.config
+    )
+    on_it = {v.name for v in index.views().values() if any(p.node == "gpu-03" for p in v.pods)}
+    assert on_it
+    assert made == on_it  # its pods there are left out: only these models change
