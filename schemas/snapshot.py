@@ -163,8 +163,7 @@ class Snapshot(WireModel):
         context = info.context
         totals = context.get(REFERENCE_TOTALS) if isinstance(context, dict) else None
         if isinstance(totals, ReferenceTotals) and totals.consistent(self):
-            _remember(self)
-            _SUMS[id(self)] = (weakref.ref(self, _forget_sums(id(self))), totals.sums())
+            _remember(self, totals.sums())
             return self
         problem = _first_reference_problem(self)
         if problem is not None:
@@ -184,8 +183,9 @@ class Snapshot(WireModel):
         return None
 
 
-_CONSISTENT: dict[int, weakref.ref[Snapshot]] = {}
-"""The snapshots alive whose references were found consistent, by identity.
+_CONSISTENT: dict[int, tuple[weakref.ref[Snapshot], JobSums | None]] = {}
+"""The snapshots alive whose references were found consistent, by identity, with
+the sums they were checked from when there were some (``kept_sums``).
 
 A frozen snapshot that passed stays consistent (its nodes, queues and jobs
 are frozen too). Identity, not equality: an equal snapshot would be as
@@ -194,15 +194,26 @@ which pydantic does not validate, is another object, checked when it is
 passed into a model as before."""
 
 
+def _checked(snap: Snapshot) -> tuple[weakref.ref[Snapshot], JobSums | None] | None:
+    entry = _CONSISTENT.get(id(snap))
+    return entry if entry is not None and entry[0]() is snap else None
+
+
 def _consistent(snap: Snapshot) -> bool:
-    ref = _CONSISTENT.get(id(snap))
-    return ref is not None and ref() is snap
+    return _checked(snap) is not None
 
 
-def _remember(snap: Snapshot) -> None:
+def _remember(snap: Snapshot, sums: JobSums | None = None) -> None:
     key = id(snap)
     # The entry leaves with the snapshot, before its id can be another object's.
-    _CONSISTENT[key] = weakref.ref(snap, lambda _: _CONSISTENT.pop(key, None))
+    _CONSISTENT[key] = (weakref.ref(snap, lambda _: _CONSISTENT.pop(key, None)), sums)
+
+
+def kept_sums(snap: Snapshot) -> JobSums | None:
+    """The ``JobSums`` of ``snap``'s jobs, when its builder kept them (the decider does);
+    None otherwise, and the reader walks the jobs itself."""
+    entry = _checked(snap)
+    return entry[1] if entry is not None else None
 
 
 REFERENCE_TOTALS = "gpuyield.reference_totals"
@@ -320,26 +331,6 @@ class JobSums:
     queue_gpus: Mapping[str, int]
     holders: int
     jobs: Mapping[str, Job]  # every job by name
-
-
-_SUMS: dict[int, tuple[weakref.ref[Snapshot], JobSums]] = {}
-"""The sums kept for the snapshots alive that were checked from them, by identity."""
-
-
-def _forget_sums(key: int) -> Callable[[object], None]:
-    def forget(_: object) -> None:
-        _SUMS.pop(key, None)
-
-    return forget
-
-
-def kept_sums(snap: Snapshot) -> JobSums | None:
-    """The ``JobSums`` of ``snap``'s jobs, when its builder kept them (the decider does);
-    None otherwise, and the reader walks the jobs itself."""
-    entry = _SUMS.get(id(snap))
-    if entry is None or entry[0]() is not snap:
-        return None
-    return entry[1]
 
 
 def _duplicate(kind: str, names: Sequence[str], path: Callable[[int], str]) -> str | None:

@@ -215,10 +215,9 @@ class RecordIndex:
         """The last partial gangs found not to block each other (``decider._gang_deadlock``)."""
         self.resume_memo: ResumeMemo | None = None
         """What the resume pass's snapshots answered at the last epochs it could remember."""
-        self.parts = SnapshotParts()
+        self.parts = SnapshotParts(fed=True)
         """The last snapshot's models, reused by the next (``cluster.snapshot``'s ``parts``).
         The index tells it which jobs' views and records change (its ``feed``)."""
-        self.parts.feed = set()
         self.pending: Pending | None = None
         """The last step's job records, still laid over the views (``Scratch``): ``apply``
         keeps them when given those writes, anything else takes them off first."""

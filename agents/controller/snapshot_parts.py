@@ -189,7 +189,8 @@ class Entry:
 class SnapshotParts:
     """The last snapshot's models with what each was built from, its parts, and their sums."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fed: bool = False) -> None:
+        """``fed``: the owner (the decider's index) says what changes, through ``touch``."""
         self._nodes: dict[str, tuple[Key, Node]] = {}
         self._jobs: dict[str, tuple[Key, Job]] = {}
         self._last_nodes: dict[str, tuple[Key, Node]] = {}
@@ -208,7 +209,7 @@ class SnapshotParts:
         """The reference check's sums over the entries' jobs (``Entry.refs``)."""
         self.preemptor: str | None = None
         """The last snapshot's preemptor: its entry is made again for the next one."""
-        self.feed: set[str] | None = None
+        self.feed: set[str] | None = set() if fed else None
         """The jobs whose view or progress or evictions record may have changed since the
         last snapshot, kept by the index that owns these parts (``RecordIndex.refresh``
         and its keys); None where no one keeps it: every job is looked at."""

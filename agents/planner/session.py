@@ -148,7 +148,7 @@ class PlanningSession:
             for queue, gpus in sums.queue_gpus.items():
                 for above in tree.ancestors[queue]:
                     usage[above] += gpus
-            holders = sums.holders - int(job is not None and any(map(_holds, job.pods)))
+            holders = sums.holders - int(job is not None and any(p.holds_gpus for p in job.pods))
         nodes = sorted(snapshot.nodes, key=lambda n: n.name)
         free = {n.name: n.gpus - held.get(n.name, 0) for n in nodes}
         buckets: dict[int, list[str]] = {}
@@ -187,11 +187,6 @@ class PlanningSession:
 
 
 _DONE = (PodPhase.SUCCEEDED, PodPhase.FAILED)
-
-
-def _holds(pod: Pod) -> bool:
-    """On a node and not finished: it holds its GPUs (``Pod.holds_gpus``)."""
-    return pod.node is not None and pod.phase not in _DONE
 
 
 def _walk(
