@@ -8,7 +8,7 @@ count, so a sum kept this way equals the sum made afresh, key for key.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -45,3 +45,17 @@ def count_rows(
             amounts[key] = amounts.get(key, 0) + sign * amount
         else:
             del amounts[key]
+
+
+def rows(amounts: Iterable[tuple[str, int]]) -> tuple[tuple[str, int, int], ...]:
+    """``(key, items, amount)`` rows of ``(key, amount)`` items, a row per key in first-seen
+    order: what ``count_rows`` counts in and out."""
+    by_key: dict[str, list[int]] = {}
+    for key, amount in amounts:
+        row = by_key.get(key)
+        if row is None:
+            by_key[key] = [1, amount]
+        else:
+            row[0] += 1
+            row[1] += amount
+    return tuple((key, n, total) for key, (n, total) in by_key.items())

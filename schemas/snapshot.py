@@ -19,7 +19,7 @@ from pydantic import Field, ValidationInfo, model_validator
 from pydantic_core import PydanticCustomError
 
 from gpuyield.schemas.base import FormatVersion, WireModel
-from gpuyield.schemas.counts import count, count_rows, count_twice
+from gpuyield.schemas.counts import count, count_rows, count_twice, rows
 
 Name = Field(min_length=1, max_length=253)
 
@@ -235,24 +235,17 @@ class JobReferences:
 
     @classmethod
     def of(cls, job: Job) -> JobReferences:
-        on: dict[str, list[int]] = {}
-        holds, gpus = False, 0
-        for pod in job.pods:
-            if pod.node is not None:
-                row = on.setdefault(pod.node, [0, 0])
-                row[0] += 1
-                if pod.phase not in _FINISHED:  # ``Pod.holds_gpus``
-                    row[1] += pod.gpus
-                    holds, gpus = True, gpus + pod.gpus
+        placed = [(p.node, p.gpus if p.holds_gpus else 0) for p in job.pods if p.node is not None]
+        holding = [p.gpus for p in job.pods if p.holds_gpus]
         return cls(
             job.name,
             job,
             tuple(p.name for p in job.pods),
-            tuple((node, pods, gpus) for node, (pods, gpus) in on.items()),
+            rows(placed),
             job.queue,
             job.min_available is not None and job.min_available > len(job.pods),
-            holds,
-            gpus,
+            bool(holding),
+            sum(holding),
         )
 
 

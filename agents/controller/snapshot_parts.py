@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gpuyield.schemas import Job, Node, Pod
-from gpuyield.schemas.counts import count, count_rows, count_twice
+from gpuyield.schemas.counts import count, count_rows, count_twice, rows
 from gpuyield.schemas.snapshot import JobReferences, ReferenceTotals
 
 Key = tuple[Any, ...]
@@ -66,32 +66,16 @@ class PodTally:
 
     @classmethod
     def of(cls, view: View) -> PodTally:
-        on: dict[str, list[int]] = {}
-        leaving: dict[str, list[int]] = {}
-        placed = False
-        for pod in view.pods:
-            if pod.node is not None:
-                _count(on, pod.node, pod.gpus)
-                placed = True
-        for pod in view.leaving:
-            if pod.node is not None:
-                _count(on, pod.node, pod.gpus)
-                _count(leaving, pod.node, pod.gpus)
+        on = [
+            (p.node, p.gpus)
+            for pods in (view.pods, view.leaving)
+            for p in pods
+            if p.node is not None
+        ]
+        leaving = [(p.node, p.gpus) for p in view.leaving if p.node is not None]
+        placed = any(p.node is not None for p in view.pods)
         names = tuple(p.name for p in view.pods) + tuple(p.name for p in view.leaving)
-        return cls(_rows(on), _rows(leaving), placed, names, view.queue)
-
-
-def _count(into: dict[str, list[int]], node: str, gpus: int) -> None:
-    row = into.get(node)
-    if row is None:
-        into[node] = [1, gpus]
-    else:
-        row[0] += 1
-        row[1] += gpus
-
-
-def _rows(by_node: dict[str, list[int]]) -> tuple[tuple[str, int, int], ...]:
-    return tuple((node, pods, gpus) for node, (pods, gpus) in by_node.items())
+        return cls(rows(on), rows(leaving), placed, names, view.queue)
 
 
 class PodTotals:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuyield.schemas.counts import count, count_rows, count_twice
+from gpuyield.schemas.counts import count, count_rows, count_twice, rows
 
 
 def test_a_key_leaves_with_its_last_count() -> None:
@@ -33,3 +33,9 @@ def test_a_node_keeps_its_gpus_while_a_pod_is_on_it_even_at_zero() -> None:
     assert (pods, gpus) == ({"gpu-01": 1, "gpu-02": 1}, {"gpu-01": 8, "gpu-02": 0})
     count_rows(pods, gpus, (("gpu-01", 1, 8), ("gpu-02", 1, 0)), -1)
     assert (pods, gpus) == ({}, {})
+
+
+def test_rows_count_the_items_and_their_amounts_per_key_in_first_seen_order() -> None:
+    pods = [("gpu-02", 8), ("gpu-01", 4), ("gpu-02", 0), ("gpu-01", 4)]
+    assert rows(pods) == (("gpu-02", 2, 8), ("gpu-01", 2, 8))
+    assert rows([]) == ()
