@@ -82,13 +82,8 @@ def test_a_pod_whose_name_another_namespace_shares_is_renamed_in_a_reused_snapsh
     assert sweep0.pods[0].name.startswith("research/")
 
 
-def test_a_restarted_worker_builds_the_models_before_its_first_plan(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """``RecordIndex.warm`` (the worker calls it after building its index): the first
-    plan after a restart builds only the preemptor's model, not every job's, and
-    decides byte for byte as a cold index does."""
-    c = shared_pool()
+def job_models_built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the jobs whose snapshot model ``cluster._job`` builds from now on."""
     built: list[str] = []
     original = cluster._job
 
@@ -97,6 +92,17 @@ def test_a_restarted_worker_builds_the_models_before_its_first_plan(
         return original(view, *args)
 
     monkeypatch.setattr(cluster, "_job", counted)
+    return built
+
+
+def test_a_restarted_worker_builds_the_models_before_its_first_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``RecordIndex.warm`` (the worker calls it after building its index): the first
+    plan after a restart builds only the preemptor's model, not every job's, and
+    decides byte for byte as a cold index does."""
+    c = shared_pool()
+    built = job_models_built(monkeypatch)
     cold = RecordIndex.build(c.records, c.config)
     warm = RecordIndex.build(c.records, c.config)
     warm.warm(c.records)
@@ -289,14 +295,7 @@ def test_a_part_made_again_long_after_its_model_was_built_still_reuses_it(
 
     for second in range(3):
         snap(NOW + second)
-    built: list[str] = []
-    original = cluster._job
-
-    def counted(view: cluster.JobView, *args: Any) -> Any:
-        built.append(view.name)
-        return original(view, *args)
-
-    monkeypatch.setattr(cluster, "_job", counted)
+    built = job_models_built(monkeypatch)
     gone = {NODE + "gpu-03": None}
     del records[NODE + "gpu-03"]
     index.apply(gone, records)
