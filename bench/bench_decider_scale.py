@@ -32,6 +32,10 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
   the worker keeps of the models the last one carried (``--whole-records``:
   encoded whole, as before). Before December 2026 no figure here counted
   it;
+- Python's full collections while the inputs ran, and their CPU seconds
+  (``full_collections``): the heap is frozen once the index is built, as the
+  worker does (``agents/worker/frozen_heap.py``); ``--no-freeze`` measures
+  without it;
 - a SHA-256 over every measured outcome: equal for two runs of one seed
   when they decided the same, byte for byte.
 
@@ -41,6 +45,7 @@ Reported per cluster size, medians over ``--runs`` runs of ``--inputs`` inputs:
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import os
 import platform
@@ -62,6 +67,10 @@ from gpuyield.schemas import Plan, Snapshot
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent, KubeEventType, Tick
 
+try:  # the worker's frozen heap (issue 14); absent on older checkouts, which never froze it
+    from gpuyield.agents.worker.frozen_heap import FrozenHeap
+except ImportError:  # pragma: no cover - measuring the code before it
+    FrozenHeap = None  # type: ignore[assignment,misc]
 try:  # the incremental index (issue 14); absent on older checkouts, which rebuild per step
     from gpuyield.agents.controller.index import RecordIndex
 except ImportError:  # pragma: no cover - measuring the code before the index
@@ -102,6 +111,7 @@ def run(
     free_capacity: bool = True,
     warm: bool = True,
     beating: bool = False,
+    freeze: bool = True,
 ) -> dict[str, Any]:
     config = ControllerConfig()
     if resume_backoff_s is not None:
@@ -122,6 +132,10 @@ def run(
     if warm and hasattr(index, "warm"):
         index.warm(table)  # as the worker does after building it: part of a restart
     index_s = time.perf_counter() - started
+    heap = FrozenHeap(3600.0) if freeze and FrozenHeap is not None else None
+    if heap is not None:
+        heap.freeze()  # as the worker does once its index is built (not timed: a restart's)
+    collections = _FullCollections()
     planner_s = [0.0, 0.0]  # wall, CPU
 
     def timed(snapshot: Snapshot, preemptor: str, **kwargs: Any) -> Plan:
@@ -172,6 +186,9 @@ def run(
         stream.answer(outcome)
     total = time.perf_counter() - total
     total_cpu = time.process_time() - total_cpu
+    collections.stop()
+    if heap is not None:
+        heap.release()
     return {
         "nodes": nodes,
         "records": len(table),
@@ -201,9 +218,33 @@ def run(
             kind: round(1000 * percentile(times, 0.5), 4)
             for kind, times in sorted(quiet_by_kind.items())
         },
+        "full_collections": collections.count,
+        "full_collections_cpu_s": round(collections.cpu_s, 3),
         **counts,
         "outcomes_sha256": outcomes.hexdigest()[:16],
     }
+
+
+class _FullCollections:
+    """Python's full (generation 2) collections while the inputs ran, and their CPU time."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.cpu_s = 0.0
+        self._began = 0.0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._began = time.process_time()
+        else:
+            self.count += 1
+            self.cpu_s += time.process_time() - self._began
+
+    def stop(self) -> None:
+        gc.callbacks.remove(self._observe)
 
 
 async def _dropped(key: bytes, value: bytes) -> None:
@@ -304,6 +345,12 @@ def main() -> None:
         help="encode every decision record whole, its snapshot included, as the worker did "
         "before it kept its snapshot models' JSON (schemas.record_encoding)",
     )
+    parser.add_argument(
+        "--no-freeze",
+        action="store_true",
+        help="do not freeze the heap once the index is built (the worker before "
+        "GPUYIELD_HEAP_REFREEZE_S; full collections then walk the table and the index)",
+    )
     args = parser.parse_args()
     if args.whole_records:
         global WHOLE_RECORDS
@@ -324,6 +371,7 @@ def main() -> None:
                 free_capacity=not args.no_free_capacity,
                 warm=not args.cold,
                 beating=args.beating,
+                freeze=not args.no_freeze,
             )
             print(result, flush=True)
             results.setdefault(nodes, []).append(result)

@@ -175,6 +175,7 @@ def worker_command(
                     data_dir=str(Path(settings.state_dir) / "faust"),
                     reservation_enforcer=enforcer,
                     reservation_reconcile_s=settings.reservation_reconcile_s,
+                    heap_refreeze_s=settings.heap_refreeze_s,
                     event_writer=events,
                     instance=socket.gethostname(),
                     spared_events=settings.kube_events_spared,

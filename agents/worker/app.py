@@ -47,6 +47,7 @@ from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.controller.progress import ForwardRule
 from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.attempts import Attempts, attempt
+from gpuyield.agents.worker.frozen_heap import FrozenHeap
 from gpuyield.agents.worker.heartbeats import ProgressFolder
 from gpuyield.agents.worker.job_events import EventWriting
 from gpuyield.agents.worker.metrics import WorkerMetrics
@@ -139,6 +140,10 @@ class WorkerOptions:
     """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
 
     reservation_reconcile_s: float = 30.0
+
+    heap_refreeze_s: float = 0.0
+    """Freeze the heap once the decider's index is built, and again this often
+    (``frozen_heap.FrozenHeap``); 0: never (tests share their process)."""
 
     event_writer: EventWriter | None = None
     """Writes a Kubernetes Event on each Volcano Job a decision yields, spares or resumes;
@@ -338,7 +343,8 @@ def build_app(
     )
 
     journaller = Journal(config)
-    index = DeciderIndex(config)
+    heap = FrozenHeap(options.heap_refreeze_s) if options.heap_refreeze_s > 0 else None
+    index = DeciderIndex(config, heap)
 
     async def partitions_moved(_sender: Any, *_args: Any, **_kwargs: Any) -> None:
         index.reset()  # the table may be recovered from its changelog: rebuild from it

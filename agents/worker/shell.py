@@ -28,6 +28,7 @@ from gpuyield.agents.controller.decider import Input, InputRejected, Outcome, Pl
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.records import Writes
 from gpuyield.agents.planner import plan
+from gpuyield.agents.worker.frozen_heap import FrozenHeap
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import Alert, Reservation
 from gpuyield.schemas.record_encoding import KeptJson, encode_decision
@@ -74,16 +75,23 @@ class DeciderIndex:
     the worker's partitions moved (``reset``): the table may then have been
     recovered from its changelog, and only the table is the truth. Its snapshot
     models are built then too (``warm``), not by the first plan after a restart.
+    With a ``heap``, the process's heap is frozen once they are built (and again
+    at its interval), so that full collections stop walking them; let go on reset.
     """
 
-    def __init__(self, config: ControllerConfig) -> None:
+    def __init__(self, config: ControllerConfig, heap: FrozenHeap | None = None) -> None:
         self.config = config
+        self.heap = heap
         self.index: RecordIndex | None = None
 
     def of(self, records: Mapping[str, Any]) -> RecordIndex:
         if self.index is None:
             self.index = RecordIndex.build(records, self.config)
             self.index.warm(records)
+            if self.heap is not None:
+                self.heap.freeze()
+        elif self.heap is not None:
+            self.heap.refresh()
         return self.index
 
     def apply(self, writes: Writes, records: Mapping[str, Any]) -> None:
@@ -92,6 +100,8 @@ class DeciderIndex:
 
     def reset(self) -> None:
         self.index = None
+        if self.heap is not None:
+            self.heap.release()
 
 
 def decide(
