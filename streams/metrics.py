@@ -23,7 +23,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    ProcessCollector,
+    start_http_server,
+)
 
 from gpuyield.streams.topics import registry
 
@@ -75,6 +82,19 @@ def serve(port: int, registry: CollectorRegistry, addr: str = "0.0.0.0") -> Metr
     return MetricsServer(server.server_port, server, thread)
 
 
+def process_families(registry: CollectorRegistry) -> None:
+    """The process's own families on ``registry``: its resident memory, CPU and open files
+    (``process_*``) and Python's collections per generation (``python_gc_*``).
+
+    prometheus-client puts these on its global registry only, which no gpuyield
+    process serves. They show whether a worker's memory stays bounded over weeks,
+    and whether full collections (0.7-0.9 s each at 10,000 nodes) still run
+    while its heap is frozen (``agents/worker/frozen_heap.py``).
+    """
+    ProcessCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
 class ConsumerLag:
     """``gpuyield_consumer_lag_messages{topic}``: the largest lag over a topic's partitions."""
 
@@ -116,6 +136,7 @@ class ArchiveMetrics:
     def __init__(self, registry: CollectorRegistry | None = None, prefix: str = "") -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.prefix = prefix
+        process_families(self.registry)
         self.messages = Counter(
             "archived_messages_total",
             "Messages written to the archive's Parquet files.",

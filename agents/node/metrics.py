@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 from gpuyield.agents.node.ledger import WEEK_S, Ledger
 from gpuyield.agents.node.records import Phase, YieldRecord
 from gpuyield.schemas.messages import YieldCommand, YieldOutcome
-from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, topic_label
+from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, process_families, topic_label
 
 
 class NodeMetrics:
@@ -39,6 +39,7 @@ class NodeMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.prefix = prefix
         r = self.registry
+        process_families(r)
         self.transitions = Counter(
             "node_phase_transitions_total",
             "Yield and resume commands that entered a phase on this node agent.",

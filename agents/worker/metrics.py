@@ -60,7 +60,7 @@ from gpuyield.schemas.messages import (
     Tick,
     YieldAck,
 )
-from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, topic_label
+from gpuyield.streams.metrics import NAMESPACE, ConsumerLag, process_families, topic_label
 
 EVENT_KINDS: frozenset[AlertKind] = frozenset(AlertKind) - incidents.CONDITIONS
 """Kinds that report something that happened, not a condition the decider follows to its
@@ -86,6 +86,7 @@ class WorkerMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.prefix = prefix
         r = self.registry
+        process_families(r)
 
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Counter:
             return Counter(name, doc, labels, namespace=NAMESPACE, registry=r)

@@ -180,11 +180,24 @@ def test_every_metric_a_rule_or_a_panel_names_is_served() -> None:
 
 
 def test_every_worker_family_is_on_the_dashboard() -> None:
+    """Every family gpuyield defines; prometheus-client's standard process_* and python_*
+    families are served beside them, and two panels show memory and collections."""
     shown = {
         base_name(m).removesuffix("_total") for e in panel_expressions() for m in metric_names(e)
     }
-    missing = served_names(generate_latest(WorkerMetrics().registry).decode()) - shown
-    assert not missing, f"families with no panel: {sorted(missing)}"
+    ours = {
+        name
+        for name in served_names(generate_latest(WorkerMetrics().registry).decode())
+        if name.startswith("gpuyield_")
+    }
+    assert not ours - shown, f"families with no panel: {sorted(ours - shown)}"
+
+
+def test_every_process_serves_its_memory_and_its_collections() -> None:
+    """The families the memory and collection panels read, from each process's registry."""
+    for registry in (WorkerMetrics().registry, NodeMetrics().registry, ArchiveMetrics().registry):
+        assert registry.get_sample_value("process_resident_memory_bytes", {}) > 0
+        assert registry.get_sample_value("python_gc_collections_total", {"generation": "2"}) >= 0
 
 
 @needs_kubectl
@@ -263,9 +276,10 @@ def test_promtools_lint_finds_nothing_in_what_each_process_serves(
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-BOUNDED_LABELS = {"outcome", "queue", "kind", "severity", "topic", "phase", "le"}
-"""Every label any family carries: values from enums, queues and topics; never a job,
-pod or command id (those stay in the alert stream and the archive)."""
+BOUNDED_LABELS = {"outcome", "queue", "kind", "severity", "topic", "phase", "le", "generation"}
+"""Every label any family carries: values from enums, queues, topics and Python's three
+collector generations; never a job, pod or command id (those stay in the alert stream and
+the archive)."""
 
 
 def test_no_family_is_labelled_by_job_pod_or_command() -> None:
