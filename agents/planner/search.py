@@ -344,6 +344,7 @@ class Search:
         self.job_shares: dict[int, dict[str, float]] = {}
         self.job_floors: dict[tuple[int, int], float] = {}
         self.left_cache: dict[str, _Offer] = {}
+        self.offer_cache: dict[tuple[str, tuple[frozenset[int] | None, ...]], _Offer] = {}
         self.cover_cache: dict[tuple[tuple[tuple[int, float], ...], int], list[float]] = {}
         self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
         self.candidate_nodes = {
@@ -553,20 +554,29 @@ class Search:
         if i == len(pods):
             self._repair(state)
             return
-        for changes, node, node_i in self._children(state, i):
+        for changes, node, node_i, delta in self._children(state, i):
             if not self.budget.tick():
                 return
-            child = self._evict(state, changes) if changes else state
+            child = self._evict(state, changes, delta) if changes else state
             if changes and self._dominated(child):
                 continue  # the best plan improved since this child was ranked
             gpus = pods[i].gpus
             free = dict(child.free)
             free[node] = self._free(child, node) - gpus
-            child = replace(
-                child,
+            child = State(
+                evicted=child.evicted,
                 free=free,
                 placement=(*child.placement, (pods[i].name, node)),
+                evicted_by_queue=child.evicted_by_queue,
+                protected=child.protected,
+                lost=child.lost,
+                victims=child.victims,
+                weight=child.weight,
                 last_node=self.tables[gpus].rank[node_i],
+                repair_from=child.repair_from,
+                reclaimed=child.reclaimed,
+                partial=child.partial,
+                left=child.left,
             )
             self._place(child, i + 1)
             if self.budget.exhausted or self._dominated(state):
@@ -646,7 +656,7 @@ class Search:
 
     # -- children --------------------------------------------------------------
 
-    def _children(self, state: State, i: int) -> Iterator[tuple[Changes, str, int]]:
+    def _children(self, state: State, i: int) -> Iterator[tuple[Changes, str, int, DeltaCost]]:
         """Placements of pod ``i``, cheapest first, evaluated lazily.
 
         Each node gets a lower bound first (the GPUs it lacks times the lowest
@@ -667,7 +677,11 @@ class Search:
         rank = table.rank
         placed_groups = frozenset(s.node_group[n] for _, n in state.placement)
         names, node_gpus, group_of = s.node_names, s.node_gpus, s.node_group
-        ready: list[tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes]] = []
+        # (key, fit, pod names, node, changes, their delta): the delta goes with the child
+        # to ``_evict``, which would compute it again.
+        ready: list[
+            tuple[DeltaCost, tuple[int, int, str], tuple[str, ...], int, Changes, DeltaCost]
+        ] = []
         idle_seen: set[tuple[int, int, bool]] = set()
 
         # A node's protected bound is 1 only while no protected job is a victim yet:
@@ -701,11 +715,11 @@ class Search:
                 if twin in idle_seen:
                     continue
                 idle_seen.add(twin)
-            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}))
+            ready.append((_ZERO, (free - gpus, 0 if near else 1, node), (), node_i, {}, _ZERO))
         if gpus == 0:
             ready.sort(key=lambda r: (r[0], r[1]))
-            for _, _, _, node_i, child in ready[:1]:
-                yield child, names[node_i], node_i
+            for _, _, _, node_i, child, delta in ready[:1]:
+                yield child, names[node_i], node_i, delta
             return
         heapq.heapify(ready)
         heapq.heapify(bounds)
@@ -713,8 +727,8 @@ class Search:
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
-                _, _, _, at, child = heapq.heappop(ready)
-                yield child, names[at], at
+                _, _, _, at, child, delta = heapq.heappop(ready)
+                yield child, names[at], at, delta
             if self._beyond_best(state, protected, lost) or self.budget.exhausted:
                 break
             if tight and self._beyond_best(state, protected, lost, 1, None):
@@ -736,10 +750,10 @@ class Search:
                     continue
                 key = (delta[0], delta[1] + repair[0], delta[2] + repair[1], delta[3])
                 fit = fit_key(s, node, free + freed, gpus, placed_groups)
-                heapq.heappush(ready, (key, fit, self._names(changes), node_i, changes))
+                heapq.heappush(ready, (key, fit, self._names(changes), node_i, changes, delta))
         while ready:
-            _, _, _, at, child = heapq.heappop(ready)
-            yield child, names[at], at
+            _, _, _, at, child, delta = heapq.heappop(ready)
+            yield child, names[at], at, delta
 
     def _nodes_by_floor(
         self,
@@ -880,9 +894,21 @@ class Search:
         return found
 
     def _offer(self, evicted: Mapping[int, frozenset[int]], node: str) -> _Offer:
+        """What ``node``'s candidate pods offer with ``evicted`` gone; kept per node and what
+        is evicted of its candidates, which many branches share."""
+        groups = self.groups.get(node, ())
+        key = (node, tuple([evicted.get(g.candidate) for g in groups]))
+        found = self.offer_cache.get(key)
+        if found is None:
+            found = self.offer_cache[key] = self._compute_offer(evicted, groups)
+        return found
+
+    def _compute_offer(
+        self, evicted: Mapping[int, frozenset[int]], groups: tuple[_Group, ...]
+    ) -> _Offer:
         protected, rate, room = 1, math.inf, 0
         pods: list[tuple[int, float]] = []
-        for g in self.groups.get(node, ()):
+        for g in groups:
             taken = evicted.get(g.candidate)
             left = len(g.pods) if taken is None else sum(1 for p in g.pods if p not in taken)
             if left:
@@ -1185,11 +1211,14 @@ class Search:
             sorted(self.s.candidates[c].pods[p].name for c, pods in changes.items() for p in pods)
         )
 
-    def _evict(self, state: State, changes: Changes) -> State:
+    def _evict(self, state: State, changes: Changes, delta: DeltaCost | None = None) -> State:
+        """The state after ``changes``; ``delta``: their ``_delta`` on ``state``, if known."""
         evicted = dict(state.evicted)
         free = dict(state.free)
         by_queue = dict(state.evicted_by_queue)
-        protected, lost, victims, weight = self._delta(state, changes)
+        protected, lost, victims, weight = (
+            delta if delta is not None else self._delta(state, changes)
+        )
         nodes: set[str] = set()
         for c, new in changes.items():
             cand = self.s.candidates[c]
@@ -1211,18 +1240,22 @@ class Search:
                 partial = partial | {c}
             elif c in partial:
                 partial = partial - {c}
-        return replace(
-            state,
+        # Every field named: ``dataclasses.replace`` walks the fields for the ones not
+        # given, a tenth of a search step.
+        return State(
             evicted=evicted,
             free=free,
+            placement=state.placement,
             evicted_by_queue=by_queue,
-            reclaimed=reclaimed,
-            partial=partial,
-            left=left,
             protected=state.protected + protected,
             lost=state.lost + lost,
             victims=state.victims + victims,
             weight=state.weight + weight,
+            last_node=state.last_node,
+            repair_from=state.repair_from,
+            reclaimed=reclaimed,
+            partial=partial,
+            left=left,
         )
 
     def _repair_floor(
@@ -1237,7 +1270,6 @@ class Search:
         """
         by_queue = dict(state.evicted_by_queue)
         reclaimed = state.reclaimed
-        partial = {c: state.evicted[c] for c in state.partial}
         for c, new in changes.items():
             cand = self.s.candidates[c]
             old = state.evicted.get(c, frozenset())
@@ -1246,16 +1278,19 @@ class Search:
             )
             if not cand.same_queue:
                 reclaimed = reclaimed | {cand.queue}
-            if len(new) < len(cand.pods):
-                partial[c] = new
-            else:
-                partial.pop(c, None)
         found = violations(self.s, by_queue, reclaimed)
         if not found:
             floor: tuple[float, int] = (0.0, 0)
         elif any(not v.repairable for v in found):
             return None
         else:
+            # The victims that keep some pods after ``changes``, for the repair's bound.
+            partial = {c: state.evicted[c] for c in state.partial}
+            for c, new in changes.items():
+                if len(new) < len(self.s.candidates[c].pods):
+                    partial[c] = new
+                else:
+                    partial.pop(c, None)
             floor = self._repair_bound(found, state.repair_from, partial)
         if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
@@ -1270,7 +1305,12 @@ class Search:
         """
         if self.best is None:
             return False
-        if all(pods <= state.evicted.get(c, frozenset()) for c, pods in self.best.evicted.items()):
+        evicted, best_evicted = state.evicted, self.best.evicted
+        # Evicting everything the best evicts needs at least as many victims: most
+        # states have fewer, and the walk over the best's victims is skipped.
+        if len(evicted) >= len(best_evicted) and all(
+            pods <= evicted.get(c, frozenset()) for c, pods in best_evicted.items()
+        ):
             return True
         best = self.best.cost
         if state.protected != best.protected:
