@@ -9,6 +9,12 @@ the behaviour the index must not change. Record them again only when the
 decider's behaviour changes on purpose.
 
     .venv/bin/python bench/decider_reference.py tests/controller/data/decider_reference.jsonl.gz
+
+``--redigest`` keeps a recording's inputs and replays them through today's
+``step`` (without an index, as recorded) for new digests: for a change of
+behaviour on purpose that does not change the inputs (December 2026: plans
+counted impossible before the search say so in other words; the tables,
+commands and holds stayed identical at every step, checked side by side).
 """
 
 from __future__ import annotations
@@ -82,6 +88,31 @@ def record(path: str, nodes: int, inputs: int, urgent_every: int, share: float, 
             n += 1
 
 
+def redigest(path: str) -> int:
+    """Replace each entry's digest with today's ``step``'s; how many changed."""
+    config = ControllerConfig()
+    records: dict[str, Any] = {}
+    with gzip.open(path, "rt") as lines:
+        entries = [json.loads(line) for line in lines]
+    changed = 0
+    for entry in entries:
+        message = KINDS[entry["kind"]].model_validate_json(entry["message"])
+        outcome = step(records, message, entry["origin"], config)
+        for key, value in outcome.writes.items():
+            if value is None:
+                records.pop(key, None)
+            else:
+                records[key] = value
+        new = digest(outcome)
+        changed += new != entry["digest"]
+        entry["digest"] = new
+        entry["sent"] = [len(outcome.decisions), len(outcome.commands), len(outcome.alerts)]
+    with gzip.open(path, "wt") as out:
+        for entry in entries:
+            out.write(json.dumps(entry, separators=(",", ":")) + "\n")
+    return changed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path")
@@ -90,7 +121,15 @@ def main() -> None:
     parser.add_argument("--urgent-every", type=int, default=150)
     parser.add_argument("--unschedulable-share", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument(
+        "--redigest",
+        action="store_true",
+        help="keep the recording's inputs at PATH; replace each outcome's digest with today's",
+    )
     args = parser.parse_args()
+    if args.redigest:
+        print(f"{redigest(args.path)} digests changed in {args.path}")
+        return
     record(
         args.path, args.nodes, args.inputs, args.urgent_every, args.unschedulable_share, args.seed
     )

@@ -19,6 +19,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from gpuyield.agents.planner.eligibility import DEFAULT_RULES
 from gpuyield.agents.planner.explain import describe_candidates, describe_victim, rule_verdicts
+from gpuyield.agents.planner.impossible import cannot_fit
 from gpuyield.agents.planner.queues import violations
 from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.search import Budget, Found, Search
@@ -140,6 +141,20 @@ def _plan(
             action=Action.NONE,
             feasible=True,
             explanation=(header, "no pod waits for a node: nothing to place"),
+            candidates=candidates({}),
+        )
+    impossible = cannot_fit(session, eligible)
+    if impossible is not None:  # counted, not searched: the search would try every set
+        return Plan(
+            preemptor=job.name,
+            action=Action.NONE,
+            feasible=False,
+            explanation=(
+                header,
+                impossible,
+                "not searched: no set of eligible victims passes this count, so no plan exists",
+            ),
+            search=SearchStats(steps=0, budget=limit, exhausted=False),
             candidates=candidates({}),
         )
     found, counter = _search(session, eligible, protected, limit)
