@@ -17,9 +17,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuyield.agents.planner.search import Budget, Search, State, _common_weight
-from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.agents.planner.search import Search, State, _common_weight
 from planner.reference import reference_plan
+from planner.searches import every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
 
 
@@ -36,11 +36,6 @@ def least_share(search: Search, node: str, need: int) -> float:
             if sum(size for size, _ in chosen) >= need:
                 best = min(best, sum(cost for _, cost in chosen))
     return best
-
-
-def every_search(case: Case) -> Search:
-    session = PlanningSession.open(case.snapshot, case.preemptor)
-    return Search(session, range(len(session.candidates)), frozenset(), Budget(10_000))
 
 
 def assert_slot_costs_are_lower_bounds(case: Case) -> None:

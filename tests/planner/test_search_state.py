@@ -14,8 +14,8 @@ import dataclasses
 
 from hypothesis import given, settings
 
-from gpuyield.agents.planner.search import Budget, Search, State, _Offer
-from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.agents.planner.search import Search, State, _Offer
+from planner.searches import every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
 
 CHANGED_BY_EVICTING = {
@@ -31,11 +31,6 @@ CHANGED_BY_EVICTING = {
     "left",
 }
 CARRIED_BY_EVICTING = {"placement", "last_node", "repair_from"}
-
-
-def every_search(case: Case) -> Search:
-    session = PlanningSession.open(case.snapshot, case.preemptor)
-    return Search(session, range(len(session.candidates)), frozenset(), Budget(10_000))
 
 
 def deep_state(search: Search) -> State:
