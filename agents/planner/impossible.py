@@ -81,12 +81,7 @@ def cannot_fit(session: PlanningSession, eligible: Iterable[int]) -> str | None:
         if cand.queue not in shut:
             for pod in cand.pods:
                 room[pod.node] = room.get(pod.node, 0) + pod.gpus
-    why_shut = (
-        f"; no job of queue(s) {', '.join(repr(q) for q in shut)} may be taken "
-        f"({next(iter(shut.values()))})"
-        if shut
-        else ""
-    )
+    why_shut = "".join(f"; no job of queue '{q}' may be taken ({why})" for q, why in shut.items())
     sizes = sorted({p.gpus for p in session.to_place if p.gpus > 0}, reverse=True)
     for gpus in sizes:
         pods = sum(1 for p in session.to_place if p.gpus >= gpus)

@@ -87,7 +87,7 @@ def test_a_queue_above_its_guarantee_is_counted_out_of_reclaiming_before_any_sea
     assert result.search.steps == 0
     reason = result.explanation[1]
     assert "the nodes hold 1 of the 2 pod(s) of 8 GPUs" in reason
-    assert "no job of queue(s) 'research' may be taken" in reason
+    assert "no job of queue 'research' may be taken" in reason
     assert "queue 'shared' would use at least 24 GPUs" in reason  # 16 + 16 - 8
     assert "above its guarantee of 8" in reason
     assert result.explanation[2].startswith("not searched")
