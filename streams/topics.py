@@ -13,10 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
-
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import for_code
+from typing import TYPE_CHECKING, Any, Literal
 
 from gpuyield.schemas.base import WireModel
 from gpuyield.schemas.messages import (
@@ -33,6 +30,10 @@ from gpuyield.schemas.messages import (
     YieldCommand,
 )
 from gpuyield.streams.settings import MAX_MESSAGE_BYTES
+
+if TYPE_CHECKING:  # aiokafka is imported where a broker is talked to: the registry alone
+    # (topic names, for every command and the metrics' labels) does not need it.
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class TopicSpec:
         return configs
 
     def new_topic(self, replication_factor: int) -> NewTopic:
+        from aiokafka.admin import NewTopic
+
         return NewTopic(
             name=self.name,
             num_partitions=self.partitions,
@@ -312,6 +315,9 @@ async def ensure_topics(
     creates it with the broker's defaults, so never describe a topic before
     creating it.
     """
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.errors import for_code
+
     wanted = {spec.name: spec for spec in topics}
     if not wanted:
         return []

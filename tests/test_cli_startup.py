@@ -55,6 +55,12 @@ def test_gpuyield_plan_imports_the_planner_only() -> None:
     assert heavy_modules_after(code) == []
 
 
+def test_a_settings_command_imports_no_broker_client() -> None:
+    """``config`` reads the settings (``service_io``), whose metrics and topic registry
+    used to import aiokafka's admin client for names alone."""
+    assert heavy_modules_after("from gpuyield.cli import main; main(['config', '--help'])") == []
+
+
 def test_a_command_still_loads_its_module_when_it_runs() -> None:
     """The checks above can fail: ``status --help`` loads its module, which imports Redis."""
     assert "redis" in heavy_modules_after(
