@@ -27,8 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpuyield.agents.planner.placement import can_host
-from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.agents.planner.session import PlanningSession, short_slots
 
 
 def cannot_fit(session: PlanningSession, eligible: Iterable[int]) -> str | None:
@@ -82,17 +81,19 @@ def cannot_fit(session: PlanningSession, eligible: Iterable[int]) -> str | None:
             for pod in cand.pods:
                 room[pod.node] = room.get(pod.node, 0) + pod.gpus
     why_shut = "".join(f"; no job of queue '{q}' may be taken ({why})" for q, why in shut.items())
-    sizes = sorted({p.gpus for p in session.to_place if p.gpus > 0}, reverse=True)
-    for gpus in sizes:
-        pods = sum(1 for p in session.to_place if p.gpus >= gpus)
-        slots = sum(
-            max(0, session.node_free[node] + room.get(node, 0)) // gpus
+    # Capped at the node's GPUs: a node too small for a pod offers it no slot.
+    short = short_slots(
+        [
+            min(session.node_gpus[node], max(0, session.node_free[node] + room.get(node, 0)))
             for node in session.node_names
-            if can_host(session, node, gpus)
-        )
-        if slots < pods:
-            return (
-                f"cannot fit: with every eligible job that may be taken evicted, the nodes hold "
-                f"{slots} of the {pods} pod(s) of {gpus} GPUs or more{why_shut}"
-            )
-    return None
+            if session.node_schedulable[node]
+        ],
+        [p.gpus for p in session.to_place],
+    )
+    if short is None:
+        return None
+    gpus, slots, pods = short
+    return (
+        f"cannot fit: with every eligible job that may be taken evicted, the nodes hold "
+        f"{slots} of the {pods} pod(s) of {gpus} GPUs or more{why_shut}"
+    )

@@ -9,7 +9,7 @@ that the plan is a function of the snapshot alone.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -251,11 +251,25 @@ def could_place_on_free_gpus(snapshot: Snapshot, job_name: str) -> bool:
     free = [max(0, n.gpus - held.get(n.name, 0)) for n in snapshot.nodes if n.schedulable]
     if sum(free) < sum(waiting):
         return False
+    return short_slots(free, waiting) is None
+
+
+def short_slots(room: Sequence[int], waiting: Sequence[int]) -> tuple[int, int, int] | None:
+    """The largest pod size whose pods find too few slots: ``(size, slots, pods)``, or None.
+
+    ``room``: the GPUs each node can give the pods (none negative); ``waiting``:
+    the pods' GPUs. Each pod of ``g`` GPUs or more takes at least ``g`` of its
+    node's room, so a node with ``r`` hosts at most ``r // g`` of them. A
+    necessary condition of any placement, shared by the decider's resume
+    check (free GPUs) and the planner's proof that no plan exists
+    (``impossible``: free GPUs and what eligible victims hold).
+    """
     for size in sorted({g for g in waiting if g > 0}, reverse=True):
         pods = sum(1 for g in waiting if g >= size)
-        if sum(f // size for f in free) < pods:
-            return False
-    return True
+        slots = sum(r // size for r in room)
+        if slots < pods:
+            return size, slots, pods
+    return None
 
 
 _Holding = tuple[str, Job, list[Pod], int]
