@@ -12,18 +12,11 @@ from __future__ import annotations
 from builders import HOUR, NOW, a_job, a_node, a_queue, a_snapshot
 from hypothesis import given, settings
 
-from gpuyield.agents.planner import (
-    DEFAULT_BUDGET,
-    DEFAULT_RULES,
-    _eligible,
-    _fits_as_is,
-    _judge,
-    _search,
-    plan,
-)
+from gpuyield.agents.planner import DEFAULT_BUDGET, _fits_as_is, _search, plan
 from gpuyield.agents.planner.search import Found
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Action, Snapshot
+from planner.searches import eligible_of
 from planner.strategies import Case, any_cases, examples, random_case
 
 SOME = settings(max_examples=examples(300), deadline=None)
@@ -32,8 +25,7 @@ SWEEP = 1500
 
 def whole_search(session: PlanningSession) -> tuple[Found | None, int]:
     """The search over every eligible candidate, as a plan makes it when it must."""
-    judged = {c.index: _judge(session, c, DEFAULT_RULES, every=False) for c in session.candidates}
-    eligible, protected = _eligible(judged)
+    eligible, protected = eligible_of(session)
     found, counter = _search(session, eligible, protected, DEFAULT_BUDGET)
     return found, counter.steps
 

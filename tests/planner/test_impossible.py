@@ -12,11 +12,12 @@ from __future__ import annotations
 from builders import NOW, a_job, a_node, a_queue, a_snapshot
 from hypothesis import given, settings
 
-from gpuyield.agents.planner import DEFAULT_RULES, _eligible, _judge, plan
+from gpuyield.agents.planner import plan
 from gpuyield.agents.planner.impossible import cannot_fit
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Snapshot
 from planner.reference import reference_plan
+from planner.searches import eligible_of
 from planner.strategies import Case, any_cases, cases, examples, random_case, seeded_case
 
 
@@ -25,8 +26,7 @@ def counted(snapshot: Snapshot, preemptor: str | None) -> str | None:
     session = PlanningSession.open(snapshot, preemptor)
     if not session.to_place:
         return None
-    judged = {c.index: _judge(session, c, DEFAULT_RULES, every=False) for c in session.candidates}
-    eligible, _ = _eligible(judged)
+    eligible, _ = eligible_of(session)
     return cannot_fit(session, eligible)
 
 
