@@ -28,11 +28,13 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Set
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
+from gpuyield.agents.planner.first_charges import FirstCharges, Touched
+from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.objective import Cost, cost_of
 from gpuyield.agents.planner.placement import can_host, fit_key, pack
 from gpuyield.agents.planner.queues import QueueViolation, violations
@@ -99,44 +101,6 @@ class _Group(NamedTuple):
     candidate: int
     gpus: int
     pods: tuple[int, ...]  # pod indexes, in name order
-
-
-def _knapsack(groups: Iterable[list[tuple[int, float]]], need: int) -> list[float]:
-    """``cover[x]``: the least charge that frees at least ``x`` GPUs, one option per group."""
-    cover = [0.0] + [math.inf] * need
-    for group in groups:
-        nxt = list(cover)
-        for x in range(1, need + 1):
-            for freed, charge in group:
-                before = cover[max(0, x - freed)] + charge
-                if before < nxt[x]:
-                    nxt[x] = before
-        cover = nxt
-    return cover
-
-
-def _hull_marginals(cover: list[float], free: int, gpus: int, more: int) -> list[float]:
-    """Per further ``gpus``-slot, a non-decreasing cost: the lower convex hull of ``cover``'s steps.
-
-    The j-th further slot on a node with ``free`` GPUs needs
-    ``(free // gpus + j) * gpus - free`` of them freed; the hull's marginals
-    never exceed the real costs summed and never decrease, so the cheapest
-    slots across nodes stay a lower bound.
-    """
-    points = [cover[(free // gpus + j) * gpus - free] if j else 0.0 for j in range(more + 1)]
-    hull = [0]  # indexes of the lower convex hull of (j, points[j])
-    for j in range(1, more + 1):
-        while len(hull) >= 2:
-            a, b = hull[-2], hull[-1]
-            if (points[b] - points[a]) * (j - a) >= (points[j] - points[a]) * (b - a):
-                hull.pop()
-            else:
-                break
-        hull.append(j)
-    marginals: list[float] = []
-    for a, b in itertools.pairwise(hull):
-        marginals.extend([(points[b] - points[a]) / (b - a)] * (b - a))
-    return marginals
 
 
 def _common_weight(shares: list[float], m: int) -> float:
@@ -263,6 +227,25 @@ class _FloorOrder:
 
 
 @dataclass(slots=True)
+class _Branch:
+    """What the nodes one state changed offer pods of one size, for bounds from any rank."""
+
+    spots: list[tuple[int, int, list[float]]]  # (rank, free slots gained, further slots' costs)
+    skip: Set[str]  # the nodes the state changed
+    touched: Touched | None = None  # untouched nodes holding a job it touched
+
+    def open(self, free_slots: int, count: int, first: int) -> tuple[list[float], int] | None:
+        """The changed nodes' further slots (sorted) and how many of ``count`` pods need one,
+        on nodes of rank ``first`` on; None when free slots (``free_slots`` as the snapshot
+        stands) hold them all."""
+        slots = free_slots + sum(gained for at, gained, _ in self.spots if at >= first)
+        if slots >= count:
+            return None
+        fresh = sorted(v for at, _, marginals in self.spots if at >= first for v in marginals)
+        return fresh, count - slots
+
+
+@dataclass(slots=True)
 class _Cutoff:
     """Set by a reader of ``_nodes_by_floor`` when further untouched nodes cannot win."""
 
@@ -347,6 +330,9 @@ class Search:
         self.offer_cache: dict[tuple[str, tuple[frozenset[int] | None, ...]], _Offer] = {}
         self.cover_cache: dict[tuple[tuple[tuple[int, float], ...], int], list[float]] = {}
         self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
+        self.first_charges: dict[int, FirstCharges] = {}
+        self.last_branch: tuple[State, int, _Branch] | None = None
+        self.spot_cache: dict[tuple[_Offer, int, int], list[float]] = {}
         self.candidate_nodes = {
             i: frozenset(pod.node for pod in session.candidates[i].pods) for i in self.eligible
         }
@@ -481,10 +467,10 @@ class Search:
             self.slot_cache[key] = []
             return []
         need = (free // gpus + more) * gpus - free
-        cover = _knapsack(pods, need)
-        by_job = _knapsack(self._job_options(node, spread), need)
+        cover = knapsack_cover(pods, need)
+        by_job = knapsack_cover(self._job_options(node, spread), need)
         cover = [max(a, b) for a, b in zip(cover, by_job, strict=True)]
-        marginals = _hull_marginals(cover, free, gpus, more)
+        marginals = hull_marginals(cover, free, gpus, more)
         self.slot_cache[key] = marginals
         return marginals
 
@@ -724,6 +710,7 @@ class Search:
         heapq.heapify(ready)
         heapq.heapify(bounds)
         cutoff = _Cutoff()
+        branch: _Branch | None = None  # for the first-node bound, once it pays
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
@@ -739,6 +726,18 @@ class Search:
             if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
                 cutoff.past = (protected, lost)  # every way to make room here loses to the best
                 continue
+            if self.best is not None and self._first_bound_pays(gpus):
+                branch = branch or self._branch(state, gpus)
+                here, later = self._first_bounds(branch, i, names[node_i], rank[node_i])
+                if self._beyond_best(state, 0, here):
+                    # This pod here, and the rest of its size from this node's rank on, lose
+                    # to the best. Without this node's own slot, ``later`` bounds every plan
+                    # whose pods all lie at this rank or later; untouched nodes come in rank
+                    # order while no protected victim is taken, so when it loses too, every
+                    # untouched node after this one does.
+                    if tight and count_protected and self._beyond_best(state, 0, later):
+                        cutoff.untouched = True
+                    continue
             node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
@@ -869,7 +868,7 @@ class Search:
         key = (pods, need)
         found = self.cover_cache.get(key)
         if found is None:
-            found = _knapsack(([pod] for pod in pods), need)
+            found = knapsack_cover(([pod] for pod in pods), need)
             self.cover_cache[key] = found
         return found
 
@@ -1004,8 +1003,10 @@ class Search:
         never overestimates, because lost work adds up per evicted pod.
         Pods the same size as the one placed last go to nodes from its node
         on (``_children``), so only those nodes' slots count for them.
-        The largest bound over the sizes is returned; infinity when the pods
-        cannot fit even with every candidate evicted.
+        Identical pods also get the first-node bound (``_first_charged``) when
+        the split one does not cut. The largest bound over the sizes is
+        returned; infinity when the pods cannot fit even with every
+        candidate evicted.
         """
         s = self.s
         sizes: dict[int, int] = {}
@@ -1017,35 +1018,134 @@ class Search:
         for gpus, count in sizes.items():
             table = self.tables[gpus]
             first = state.last_node if gpus == same else 0
-            host_rank, node_free = table.host_rank, s.node_free
-            changed = [(n, f) for n, f in state.free.items() if host_rank.get(n, -1) >= first]
-            slots = table.free_slots[first]
-            slots += sum(f // gpus - node_free[n] // gpus for n, f in changed)
-            if slots >= count:
+            branch = self._branch(state, gpus)
+            opened = branch.open(table.free_slots[first], count, first)
+            if opened is None:
                 continue
-            fresh: list[float] = []
-            partly = self._partly_taken(state)
-            spots = changed + [
-                (n, node_free[n])
-                for n in partly
-                if n not in state.free and host_rank.get(n, -1) >= first
-            ]
-            for node, free in spots:
-                if node in self.node_bound:
-                    offer = self._left_on(state, node)
+            fresh, short = opened
+            bound = max(
+                bound,
+                table.extra.cheapest(
+                    self._slot_costs, fresh, short, first, branch.skip, table.rank
+                ),
+            )
+            if (
+                self.best is not None
+                and self._first_bound_pays(gpus)
+                and not self._beyond_best(state, 0, bound)
+            ):
+                bound = max(bound, self._first_charged(branch, gpus, fresh, short, first))
+        return bound
+
+    def _branch(self, state: State, gpus: int) -> _Branch:
+        """What the nodes ``state`` changed offer pods of ``gpus``, for bounds from any rank.
+
+        ``_children`` asks for the state's right after ``_remaining_bound`` did: the last
+        one is kept.
+        """
+        last = self.last_branch
+        if last is not None and last[0] is state and last[1] == gpus:
+            return last[2]
+        branch = self._compute_branch(state, gpus)
+        self.last_branch = (state, gpus, branch)
+        return branch
+
+    def _compute_branch(self, state: State, gpus: int) -> _Branch:
+        s = self.s
+        host_rank, node_free = self.tables[gpus].host_rank, s.node_free
+        partly = self._partly_taken(state)
+        spots: list[tuple[int, int, list[float]]] = []
+        for node, free in itertools.chain(
+            state.free.items(), ((n, node_free[n]) for n in partly if n not in state.free)
+        ):
+            at = host_rank.get(node)
+            if at is None:
+                continue
+            marginals: list[float] = []
+            if node in self.node_bound:
+                offer = self._left_on(state, node)
+                key = (offer, free, gpus)
+                found = self.spot_cache.get(key)
+                if found is None:
                     more = min(s.node_gpus[node], free + offer.room) // gpus - free // gpus
                     if more > 0:
                         need = (free // gpus + more) * gpus - free
-                        cover = self._cover(offer.pods, need)
-                        fresh.extend(_hull_marginals(cover, free, gpus, more))
-            fresh.sort()
-            short = count - slots
-            skip = state.free.keys() | partly
-            bound = max(
-                bound,
-                table.extra.cheapest(self._slot_costs, fresh, short, first, skip, table.rank),
+                        found = hull_marginals(self._cover(offer.pods, need), free, gpus, more)
+                    else:
+                        found = []
+                    self.spot_cache[key] = found
+                marginals = found
+            spots.append((at, free // gpus - node_free[node] // gpus, marginals))
+        return _Branch(spots, state.free.keys() | partly)
+
+    def _first_bound_pays(self, gpus: int) -> bool:
+        """Whether the first-node bound is worth its set-up for pods of ``gpus`` now.
+
+        It holds for identical pods only (they take nodes in rank order). Its
+        set-up walks every node's jobs, about an eighth of a search step per
+        node; a search that has already taken a quarter as many steps as there
+        are nodes has spent twice that, and is the kind that runs on (the 8 x
+        8-GPU searches at 1,000 nodes take thousands). Quick searches, most
+        of them, never pay for it, nor does the 10,000-node one (2,000 steps).
+        """
+        if self.tables[gpus].by_floor is None:
+            return False
+        return gpus in self.first_charges or self.budget.steps * 4 >= len(self.s.node_names)
+
+    def _first_bounds(self, branch: _Branch, i: int, node: str, first: int) -> tuple[float, float]:
+        """First-node bounds on pod ``i`` and the later pods of its size, all on nodes of
+        rank ``first`` on (``first_charges``): with pod ``i`` on ``node`` (of that rank),
+        and without saying where; for identical pods only."""
+        gpus = self.s.to_place[i].gpus
+        count = sum(1 for pod in self.s.to_place[i:] if pod.gpus == gpus)
+        opened = branch.open(self.tables[gpus].free_slots[first], count, first)
+        fresh, short = ([], 0) if opened is None else opened
+        if node in branch.skip:  # a changed node: its slots are in ``fresh``
+            later = (
+                0.0 if opened is None else self._first_charged(branch, gpus, fresh, short, first)
             )
-        return bound
+            return later, later
+        charges = self._first_charges(gpus)
+        touched = self._touched_of(branch, charges)
+        return charges.cheapest_with(node, fresh, short, first, branch.skip, touched)
+
+    def _first_charged(
+        self, branch: _Branch, gpus: int, fresh: list[float], short: int, first: int
+    ) -> float:
+        charges = self._first_charges(gpus)
+        touched = self._touched_of(branch, charges)
+        return charges.cheapest(fresh, short, first, branch.skip, touched)
+
+    def _touched_of(self, branch: _Branch, charges: FirstCharges) -> Touched:
+        if branch.touched is None:
+            branch.touched = charges.touched(*self._touched(branch.skip))
+        return branch.touched
+
+    def _first_charges(self, gpus: int) -> FirstCharges:
+        """The first-node charges of ``gpus``-pods, built the first time a bound needs them."""
+        found = self.first_charges.get(gpus)
+        if found is None:
+            on_node: dict[str, dict[int, list[int]]] = {}
+            for node, groups in self.groups.items():
+                by_candidate = on_node[node] = {}
+                for g in groups:
+                    by_candidate.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+            found = FirstCharges.build(
+                self.s, gpus, self.tables[gpus].host_rank, on_node, self.candidate_nodes
+            )
+            self.first_charges[gpus] = found
+        return found
+
+    def _touched(self, skip: Set[str]) -> tuple[frozenset[str], frozenset[int]]:
+        """The jobs with pods on a node in ``skip``, and their nodes outside it."""
+        out: set[str] = set()
+        jobs: set[int] = set()
+        for node in skip:
+            for c in self.node_candidates.get(node, ()):
+                if c not in jobs:
+                    jobs.add(c)
+                    out.update(self.candidate_nodes[c])
+        return frozenset(out.difference(skip)), frozenset(jobs)
 
     def _beyond_best(
         self,

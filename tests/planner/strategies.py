@@ -350,3 +350,68 @@ def random_case(seed: int) -> Case:
     """A fixed case of every kind from ``seed``, as ``any_cases`` draws them, for sweeps."""
     pick = _RandomPick(seed)
     return make_case(pick, reclaim=pick.one([None, None, True]))
+
+
+def packed_case(seed: int) -> Case:
+    """A fixed, full cluster from ``seed`` whose preemptor has 2-4 identical pods.
+
+    6-12 nodes of 8 GPUs packed with gangs of 1-4 pods spread across nodes,
+    elastic or not, some evicted lately (protected by cooldowns or eviction
+    limits), a few not preemptable; two queues with room to reclaim. Too big
+    for the brute-force reference, small enough for the search to complete:
+    these are the searches whose identical pods take nodes in one order,
+    which the first-node bound (``first_charges``) is about.
+    """
+    pick = _RandomPick(seed)
+    policy = pick_policy(pick)
+    nodes = [a_node(f"n{i:02d}", gpus=8, rack=f"r{i % 3}") for i in range(pick.integer(8, 14))]
+    free = {n.name: n.gpus for n in nodes}
+    jobs: list[Job] = []
+    for j in range(60):
+        if not any(free.values()):
+            break
+        pods = []
+        for i in range(pick.integer(1, 4)):
+            gpus = pick.one([1, 2, 4, 4, 8, 8])
+            node = _place(pick, free, gpus)
+            if node is not None:
+                pods.append(a_pod(f"j{j:02d}-{i}", gpus, node))
+        if not pods:
+            continue
+        ran = pick.one([600.0, 3600.0, 7200.0, 36000.0])
+        recent = NOW - pick.one([100.0, policy.cooldown_s + 60, 2 * policy.eviction_window_s])
+        builder = (
+            a_job(f"j{j:02d}")
+            .in_queue(pick.one(["research", "research", "prod"]))
+            .priority(pick.one([0, 10, 100, 500, 1000]))
+            .with_pods(*pods)
+            .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
+            .min_available(pick.one([None, None, 1, len(pods)]))
+            .started(NOW - ran)
+            .checkpointed(pick.one([None, NOW - ran / 2, NOW]))
+            .submitted(NOW - ran - 60)
+            .evicted_at(*([recent] if pick.one([False, True, True]) else []))
+        )
+        if pick.one([False] * 19 + [True]):
+            builder = builder.not_preemptable()
+        jobs.append(builder.build())
+    each = pick.one([8, 8, 4])
+    preemptor = (
+        a_job(PREEMPTOR)
+        .in_queue("prod")
+        .priority(pick.one([2000, 5000]))
+        .with_pods(*(a_pod(f"{PREEMPTOR}-{i}", each) for i in range(pick.integer(2, 6))))
+        .in_state(JobState.PENDING)
+        .submitted(NOW - 30)
+        .due_by(pick.one([None, NOW + 3600, NOW + 3600]))  # an SLA: the protected go last
+        .build()
+    )
+    total = sum(n.gpus for n in nodes)
+    queues = [
+        a_queue("prod", guarantee=total // 2, weight=4.0),
+        a_queue("research", guarantee=pick.one([0, total // 8])),
+    ]
+    return Case(
+        a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
+        PREEMPTOR,
+    )

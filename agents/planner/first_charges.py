@@ -1,0 +1,331 @@
+"""A second bound for identical pods: each gang charged in full to the first node that breaks it.
+
+The search's own bound on the pods still to place (``Search._slot_costs``)
+splits a gang's lost work among its nodes, because two nodes of one plan may
+share a gang and the plan pays for it once. Split so, a gang of two nodes is
+half paid wherever the plan breaks it, and eight whole-node pods on a full
+cluster get a bound of about 60 % of the best plan: the search then proves
+that plan by trying tens of thousands of node sets (1,000 nodes, seeds 5 and
+10 of the bench), and runs out of budget first.
+
+Identical pods take nodes in one fixed order (``Search._identical_order``):
+every pod still to place goes to a node of rank ``first`` or later. So charge
+each job that holds GPUs in full to the *first* of its nodes, in that order,
+that such a pod can still go to, and nothing to its other nodes. A plan that
+breaks the gang on any of its nodes pays for the whole job once; a plan that
+uses the first node pays for it there, and one that does not pays at least
+nothing there. Summed over any plan's nodes the charges never exceed what the
+plan loses, so the cheapest slots summed are a lower bound, as with the
+split; it is a different bound, and the search takes the larger of the two.
+It is tight where the split is weak: a plan that takes a gang's cheap node
+pays the whole gang there, and deeper in the search, as ``first`` passes a
+gang's nodes, more of its nodes are the first left.
+
+Jobs this branch already touched (they hold pods on a node it evicted on)
+are charged nothing on the nodes it left alone: what the changed nodes'
+remaining pods offer is costed at their own loss rates by the caller, and
+the two must not both charge one job. A pod the search is about to send to
+an untouched node pays that node's first slot in full (``cheapest_with``):
+the node is then the first of every job on it.
+
+Every shortcut only lowers the sum (a walk that bounds the rest by the last
+key it passed), so the bound stays valid; ``tests/planner/test_first_charges.py``
+checks it against the brute-force optimum and the search with it against
+the search without it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import math
+from collections.abc import Callable, Container, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
+from gpuyield.agents.planner.session import PlanningSession
+
+_NONE: frozenset[int] = frozenset()
+
+_SKIPS_AT_MOST = 64
+"""Nodes the walk passes over in a row before it bounds the rest by the last key it saw."""
+
+
+class NodeJob(NamedTuple):
+    """One job's pods on one node, as the first-node charges see them."""
+
+    candidate: int
+    sizes: tuple[int, ...]  # its pods' GPUs there, largest first
+    after: int  # the last rank before this node's of its other nodes (-1: this node is first)
+
+
+class Touched(NamedTuple):
+    """The untouched nodes that hold a job one branch touched elsewhere."""
+
+    nodes: frozenset[str]
+    entries: tuple[tuple[int, str, frozenset[int]], ...]  # (rank, node, those jobs), by rank
+    ranks: list[int]
+    mine: Mapping[str, frozenset[int]]  # per node, those jobs
+
+
+@dataclass(slots=True)
+class FirstCharges:
+    """The first-node charges of one pod size over one search's candidates.
+
+    The walk (``_smallest``) reads nodes by a key no slot of the node costs
+    less than at any ``first``: ``weak`` holds a cheap one for every node
+    (the GPUs its first further slot lacks beyond what jobs charged elsewhere
+    at rank 0 hold, at the lowest loss rate of the rest), and ``refined`` the
+    node's first slot at rank 0 (charges only grow with ``first``), computed
+    when a walk first reaches the node's cheap key. Entries are
+    ``(key, rank, node)``.
+    """
+
+    s: PlanningSession
+    gpus: int
+    rank: Mapping[str, int]  # the rank of each node that can host such a pod
+    jobs_on: Mapping[str, tuple[NodeJob, ...]]
+    weak: tuple[tuple[float, int, str], ...]
+    afters: Mapping[str, tuple[int, ...]]  # per node, its jobs' ``after``, sorted
+    candidates_on: Mapping[str, tuple[int, ...]]
+    refined: list[tuple[float, int, str]] = field(default_factory=list)
+    next_weak: int = 0
+    # Per (node, how many of its jobs are charged, which of them are freed): its slots.
+    cache: dict[tuple[str, int, frozenset[int]], list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        session: PlanningSession,
+        gpus: int,
+        rank: Mapping[str, int],
+        on_node: Mapping[str, Mapping[int, list[int]]],
+        candidate_nodes: Mapping[int, frozenset[str]],
+    ) -> FirstCharges:
+        """Per node that can host the pod and holds candidates: its jobs, and a cheap key.
+
+        ``on_node`` holds each node's candidates, in index order, with their pods' GPUs
+        there.
+        The cheap key (the GPUs the first further slot lacks, beyond what
+        the gangs charged elsewhere hold, at the lowest loss rate of the
+        rest) is below every slot of the node at any ``first``.
+        """
+        jobs_on: dict[str, tuple[NodeJob, ...]] = {}
+        afters: dict[str, tuple[int, ...]] = {}
+        weak: list[tuple[float, int, str]] = []
+        candidates = session.candidates
+        ranks_of: dict[int, list[int]] = {}  # per job, the ranks of its nodes, sorted
+        for node, by_candidate in on_node.items():
+            mine = rank.get(node)
+            if mine is None:
+                continue
+            free = session.node_free[node]
+            if session.node_gpus[node] // gpus <= free // gpus:
+                continue  # no further slot for such a pod here
+            jobs: list[NodeJob] = []
+            free_at_0, rate = 0, math.inf
+            for c, sizes in by_candidate.items():
+                ranks = ranks_of.get(c)
+                if ranks is None:
+                    ranks = sorted(rank[n] for n in candidate_nodes[c] if n in rank)
+                    ranks_of[c] = ranks
+                at = bisect.bisect_left(ranks, mine)
+                job = NodeJob(c, tuple(sorted(sizes, reverse=True)), ranks[at - 1] if at else -1)
+                jobs.append(job)
+                if job.after >= 0:
+                    free_at_0 += sum(sizes)
+                else:
+                    rate = min(rate, candidates[c].lost_per_gpu_s)
+            jobs_on[node] = tuple(jobs)
+            afters[node] = tuple(sorted(job.after for job in jobs))
+            lacking = gpus - free % gpus - free_at_0
+            weak.append((lacking * rate if lacking > 0 else 0.0, mine, node))
+        weak.sort()
+        return cls(
+            session,
+            gpus,
+            rank,
+            jobs_on,
+            tuple(weak),
+            afters,
+            {node: tuple(job.candidate for job in jobs) for node, jobs in jobs_on.items()},
+        )
+
+    def slots(self, node: str, first: int) -> list[float]:
+        """Each further slot's lower bound on ``node`` when pods go to ranks ``first`` on."""
+        charged = bisect.bisect_left(self.afters[node], first)
+        key = (node, charged, _NONE)
+        found = self.cache.get(key)
+        if found is None:
+            found = self._marginals(node, lambda job: job.after < first)
+            self.cache[key] = found
+        return found
+
+    def touched(self, nodes: frozenset[str], freed: frozenset[int]) -> Touched:
+        """The untouched ``nodes`` that hold a job in ``freed`` (one the branch touched
+        elsewhere), as ``cheapest`` reads them: by rank, each with those jobs."""
+        entries = sorted(
+            (self.rank[node], node, frozenset(c for c in self.candidates_on[node] if c in freed))
+            for node in nodes
+            if node in self.jobs_on
+        )
+        return Touched(
+            nodes,
+            tuple(entries),
+            [at for at, _, _ in entries],
+            {node: mine for _, node, mine in entries},
+        )
+
+    def touched_slots(self, node: str, first: int, mine: frozenset[int]) -> list[float]:
+        """``slots``, with the jobs in ``mine`` (the branch touched them elsewhere) free."""
+        charged = bisect.bisect_left(self.afters[node], first)
+        key = (node, charged, mine)
+        found = self.cache.get(key)
+        if found is None:
+            found = self._marginals(
+                node, lambda job: job.after < first and job.candidate not in mine
+            )
+            self.cache[key] = found
+        return found
+
+    def _marginals(self, node: str, charged: Callable[[NodeJob], bool]) -> list[float]:
+        s, gpus = self.s, self.gpus
+        free = s.node_free[node]
+        options: list[list[tuple[int, float]]] = []
+        room = free
+        for job in self.jobs_on[node]:
+            held = sum(job.sizes)
+            room += held
+            if not charged(job):
+                options.append([(held, 0.0)])
+                continue
+            cand = s.candidates[job.candidate]
+            rate = cand.lost_per_gpu_s
+            surplus = len(cand.pods) - cand.min_running
+            count = len(job.sizes)
+            alone = (
+                held
+                if surplus >= count or count == len(cand.pods)
+                else sum(job.sizes[: max(0, surplus)])
+            )
+            group = [(f, f * rate) for f in range(1, alone + 1)]
+            if alone < held:
+                group.append((held, cand.gpus * rate))  # the gang breaks: the whole job
+            options.append(group)
+        more = min(s.node_gpus[node], room) // gpus - free // gpus
+        if more <= 0:
+            return []
+        need = (free // gpus + more) * gpus - free
+        return hull_marginals(knapsack_cover(options, need), free, gpus, more)
+
+    def cheapest(
+        self,
+        fresh: list[float],
+        short: int,
+        first: int,
+        skip: Container[str],
+        touched: Touched,
+    ) -> float:
+        """Sum of the ``short`` cheapest slots: ``fresh`` (sorted), then the untouched nodes'.
+
+        ``skip`` are the nodes the branch changed (costed in ``fresh``);
+        ``touched`` the untouched nodes that hold a job the branch touched,
+        costed with those jobs free. Infinity when there are not enough slots.
+        """
+        kept = self._smallest(fresh, [], short, first, skip, touched, None)
+        return math.fsum(kept) if len(kept) == short else math.inf
+
+    def cheapest_with(
+        self,
+        forced: str,
+        fresh: list[float],
+        short: int,
+        first: int,
+        skip: Container[str],
+        touched: Touched,
+    ) -> tuple[float, float]:
+        """``cheapest`` when one pod goes to ``forced`` (untouched, of rank ``first``) for
+        certain, and ``cheapest`` itself: (with, without).
+
+        With it, that node's first further slot is one of those summed, whatever the
+        others cost (and is summed even when ``short`` is 0: free slots elsewhere do not
+        make room on this node). One walk gives both.
+        """
+        if forced not in self.jobs_on:
+            return math.inf, self.cheapest(fresh, short, first, skip, touched)
+        mine = touched.mine.get(forced)
+        if mine is None:
+            marginals = self.slots(forced, first)
+        else:
+            marginals = self.touched_slots(forced, first, mine)
+        if not marginals:
+            return math.inf, self.cheapest(fresh, short, first, skip, touched)
+        own = marginals[0]
+        kept = self._smallest(fresh, marginals[1:], short, first, skip, touched, forced)
+        with_it = own + math.fsum(kept[: max(0, short - 1)]) if len(kept) >= short - 1 else math.inf
+        if short <= 0:
+            return own, 0.0
+        without = sorted([*kept, own])[:short]
+        return with_it, math.fsum(without) if len(without) == short else math.inf
+
+    def _smallest(
+        self,
+        fresh: list[float],
+        extra: list[float],
+        short: int,
+        first: int,
+        skip: Container[str],
+        touched: Touched,
+        forced: str | None,
+    ) -> list[float]:
+        """The ``short`` smallest slot costs (fewer if there are not as many), sorted:
+        ``fresh`` and ``extra`` as given, then the untouched nodes' but ``forced``'s."""
+        if short <= 0:
+            return []
+        best: list[float] = []  # the ``short`` smallest so far, negated (a max-heap)
+
+        def offer(value: float) -> None:
+            if len(best) < short:
+                heapq.heappush(best, -value)
+            elif value < -best[0]:
+                heapq.heapreplace(best, -value)
+
+        for value in itertools.chain(fresh[:short], extra[:short]):
+            offer(value)
+        entries = touched.entries
+        for at in range(bisect.bisect_left(touched.ranks, first), len(entries)):
+            _, node, jobs = entries[at]
+            if node != forced:
+                for value in self.touched_slots(node, first, jobs)[:short]:
+                    offer(value)
+        weak, refined = self.weak, self.refined
+        r = skipped = 0
+        while True:
+            if self.next_weak < len(weak) and (
+                r == len(refined) or weak[self.next_weak] <= refined[r]
+            ):
+                _, mine, node = weak[self.next_weak]
+                self.next_weak += 1
+                at_0 = self.slots(node, 0)
+                if at_0:
+                    bisect.insort(refined, (at_0[0], mine, node))
+                continue
+            if r == len(refined):
+                break
+            key, mine, node = refined[r]
+            r += 1
+            if len(best) == short and key >= -best[0]:
+                break  # no slot of this node or any after it is cheaper than those kept
+            if mine < first or node in skip or node in touched.nodes or node == forced:
+                skipped += 1
+                if skipped > _SKIPS_AT_MOST:
+                    while len(best) < short or key < -best[0]:
+                        offer(key)  # every slot still to come costs at least ``key``
+                    break
+                continue
+            skipped = 0
+            for value in self.slots(node, first)[:short]:
+                offer(value)
+        return sorted(-v for v in best)
