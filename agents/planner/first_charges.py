@@ -40,9 +40,9 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Container, Mapping
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.session import PlanningSession
@@ -59,6 +59,24 @@ class NodeJob(NamedTuple):
     candidate: int
     sizes: tuple[int, ...]  # its pods' GPUs there, largest first
     after: int  # the last rank before this node's of its other nodes (-1: this node is first)
+
+
+class PodGroup(Protocol):
+    """Pods of one candidate on one node with the same GPUs (the search's groups)."""
+
+    @property
+    def candidate(self) -> int: ...
+
+    @property
+    def gpus(self) -> int: ...
+
+    @property
+    def pods(self) -> tuple[int, ...]: ...
+
+
+class _Jobs(NamedTuple):
+    jobs: tuple[NodeJob, ...]
+    afters: tuple[int, ...]  # their ``after``, sorted
 
 
 class Touched(NamedTuple):
@@ -86,12 +104,13 @@ class FirstCharges:
     s: PlanningSession
     gpus: int
     rank: Mapping[str, int]  # the rank of each node that can host such a pod
-    jobs_on: Mapping[str, tuple[NodeJob, ...]]
+    groups: Mapping[str, Sequence[PodGroup]]  # each node's candidate pods, by candidate
+    first_rank: Mapping[int, int]  # per job, the lowest rank of its nodes
+    open_nodes: frozenset[str]  # the nodes whose jobs can make a further slot
     weak: tuple[tuple[float, int, str], ...]
-    afters: Mapping[str, tuple[int, ...]]  # per node, its jobs' ``after``, sorted
-    candidates_on: Mapping[str, tuple[int, ...]]
     refined: list[tuple[float, int, str]] = field(default_factory=list)
     next_weak: int = 0
+    jobs: dict[str, _Jobs] = field(default_factory=dict)  # per node, built when first read
     # Per (node, how many of its jobs are charged, which of them are freed): its slots.
     cache: dict[tuple[str, int, frozenset[int]], list[float]] = field(default_factory=dict)
 
@@ -101,61 +120,69 @@ class FirstCharges:
         session: PlanningSession,
         gpus: int,
         rank: Mapping[str, int],
-        on_node: Mapping[str, Mapping[int, list[int]]],
+        groups: Mapping[str, Sequence[PodGroup]],
         candidate_nodes: Mapping[int, frozenset[str]],
     ) -> FirstCharges:
-        """Per node that can host the pod and holds candidates: its jobs, and a cheap key.
+        """The cheap key of every node that can host the pod and holds candidates.
 
-        ``on_node`` holds each node's candidates, in index order, with their pods' GPUs
-        there.
-        The cheap key (the GPUs the first further slot lacks, beyond what
-        the gangs charged elsewhere hold, at the lowest loss rate of the
-        rest) is below every slot of the node at any ``first``.
+        ``groups`` holds each node's candidate pods, grouped by candidate in
+        index order. The cheap key (the GPUs the first further slot lacks,
+        beyond what the jobs charged elsewhere at rank 0 hold, at the lowest
+        loss rate of the rest) is below every slot of the node at any
+        ``first``. A node's jobs are gathered only when a walk reaches it.
         """
-        jobs_on: dict[str, tuple[NodeJob, ...]] = {}
-        afters: dict[str, tuple[int, ...]] = {}
-        weak: list[tuple[float, int, str]] = []
         candidates = session.candidates
-        ranks_of: dict[int, list[int]] = {}  # per job, the ranks of its nodes, sorted
-        for node, by_candidate in on_node.items():
+        first_rank: dict[int, int] = {}
+        weak: list[tuple[float, int, str]] = []
+        open_nodes: list[str] = []
+        for node, node_groups in groups.items():
             mine = rank.get(node)
             if mine is None:
                 continue
             free = session.node_free[node]
             if session.node_gpus[node] // gpus <= free // gpus:
                 continue  # no further slot for such a pod here
-            jobs: list[NodeJob] = []
+            open_nodes.append(node)
             free_at_0, rate = 0, math.inf
-            for c, sizes in by_candidate.items():
-                ranks = ranks_of.get(c)
-                if ranks is None:
-                    ranks = sorted(rank[n] for n in candidate_nodes[c] if n in rank)
-                    ranks_of[c] = ranks
-                at = bisect.bisect_left(ranks, mine)
-                job = NodeJob(c, tuple(sorted(sizes, reverse=True)), ranks[at - 1] if at else -1)
-                jobs.append(job)
-                if job.after >= 0:
-                    free_at_0 += sum(sizes)
+            for g in node_groups:
+                c = g.candidate
+                lowest = first_rank.get(c)
+                if lowest is None:
+                    lowest = min(rank[n] for n in candidate_nodes[c] if n in rank)
+                    first_rank[c] = lowest
+                if lowest < mine:  # charged where the pods reach it first, not here
+                    free_at_0 += g.gpus * len(g.pods)
                 else:
                     rate = min(rate, candidates[c].lost_per_gpu_s)
-            jobs_on[node] = tuple(jobs)
-            afters[node] = tuple(sorted(job.after for job in jobs))
             lacking = gpus - free % gpus - free_at_0
             weak.append((lacking * rate if lacking > 0 else 0.0, mine, node))
         weak.sort()
-        return cls(
-            session,
-            gpus,
-            rank,
-            jobs_on,
-            tuple(weak),
-            afters,
-            {node: tuple(job.candidate for job in jobs) for node, jobs in jobs_on.items()},
-        )
+        return cls(session, gpus, rank, groups, first_rank, frozenset(open_nodes), tuple(weak))
+
+    def _jobs_of(self, node: str) -> _Jobs:
+        """``node``'s jobs as the charges see them (each with its ``after``), and their
+        ``after`` sorted: gathered the first time the node is costed."""
+        found = self.jobs.get(node)
+        if found is not None:
+            return found
+        rank, mine = self.rank, self.rank[node]
+        sizes: dict[int, list[int]] = {}
+        for g in self.groups[node]:
+            sizes.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+        jobs = []
+        for c, held in sizes.items():
+            after = -1
+            if self.first_rank[c] < mine:
+                nodes = self.s.candidates[c].pods
+                after = max(rank[p.node] for p in nodes if p.node in rank and rank[p.node] < mine)
+            jobs.append(NodeJob(c, tuple(sorted(held, reverse=True)), after))
+        found = _Jobs(tuple(jobs), tuple(sorted(job.after for job in jobs)))
+        self.jobs[node] = found
+        return found
 
     def slots(self, node: str, first: int) -> list[float]:
         """Each further slot's lower bound on ``node`` when pods go to ranks ``first`` on."""
-        charged = bisect.bisect_left(self.afters[node], first)
+        charged = bisect.bisect_left(self._jobs_of(node).afters, first)
         key = (node, charged, _NONE)
         found = self.cache.get(key)
         if found is None:
@@ -167,9 +194,13 @@ class FirstCharges:
         """The untouched ``nodes`` that hold a job in ``freed`` (one the branch touched
         elsewhere), as ``cheapest`` reads them: by rank, each with those jobs."""
         entries = sorted(
-            (self.rank[node], node, frozenset(c for c in self.candidates_on[node] if c in freed))
+            (
+                self.rank[node],
+                node,
+                frozenset(j.candidate for j in self._jobs_of(node).jobs if j.candidate in freed),
+            )
             for node in nodes
-            if node in self.jobs_on
+            if node in self.open_nodes
         )
         return Touched(
             nodes,
@@ -180,7 +211,7 @@ class FirstCharges:
 
     def touched_slots(self, node: str, first: int, mine: frozenset[int]) -> list[float]:
         """``slots``, with the jobs in ``mine`` (the branch touched them elsewhere) free."""
-        charged = bisect.bisect_left(self.afters[node], first)
+        charged = bisect.bisect_left(self._jobs_of(node).afters, first)
         key = (node, charged, mine)
         found = self.cache.get(key)
         if found is None:
@@ -195,7 +226,7 @@ class FirstCharges:
         free = s.node_free[node]
         options: list[list[tuple[int, float]]] = []
         room = free
-        for job in self.jobs_on[node]:
+        for job in self._jobs_of(node).jobs:
             held = sum(job.sizes)
             room += held
             if not charged(job):
@@ -253,7 +284,7 @@ class FirstCharges:
         others cost (and is summed even when ``short`` is 0: free slots elsewhere do not
         make room on this node). One walk gives both.
         """
-        if forced not in self.jobs_on:
+        if forced not in self.open_nodes:
             return math.inf, self.cheapest(fresh, short, first, skip, touched)
         mine = touched.mine.get(forced)
         if mine is None:

@@ -40,6 +40,10 @@ from gpuyield.agents.planner.placement import can_host, fit_key, pack
 from gpuyield.agents.planner.queues import QueueViolation, violations
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
+_FIRST_TRIES = 128
+"""Tries after which a first-node bound that has cut nothing is no longer computed: where it
+cuts at all on the bench's 90 clusters, it first does within 45 tries."""
+
 Changes = dict[int, frozenset[int]]
 DeltaCost = tuple[int, float, int, float]
 _ZERO: DeltaCost = (0, 0.0, 0, 0.0)
@@ -230,19 +234,28 @@ class _FloorOrder:
 class _Branch:
     """What the nodes one state changed offer pods of one size, for bounds from any rank."""
 
-    spots: list[tuple[int, int, list[float]]]  # (rank, free slots gained, further slots' costs)
+    spots: list[tuple[int, int, str, int]]  # (rank, free slots gained, node, its free GPUs)
     skip: Set[str]  # the nodes the state changed
+    costs: list[list[float]] | None = None  # per spot, its further slots' costs
     touched: Touched | None = None  # untouched nodes holding a job it touched
 
-    def open(self, free_slots: int, count: int, first: int) -> tuple[list[float], int] | None:
-        """The changed nodes' further slots (sorted) and how many of ``count`` pods need one,
-        on nodes of rank ``first`` on; None when free slots (``free_slots`` as the snapshot
-        stands) hold them all."""
-        slots = free_slots + sum(gained for at, gained, _ in self.spots if at >= first)
-        if slots >= count:
-            return None
-        fresh = sorted(v for at, _, marginals in self.spots if at >= first for v in marginals)
-        return fresh, count - slots
+    def short(self, free_slots: int, count: int, first: int) -> int:
+        """How many of ``count`` pods on nodes of rank ``first`` on need a further slot,
+        with ``free_slots`` free as the snapshot stands (none when 0 or less)."""
+        return count - free_slots - sum(gained for at, gained, _, _ in self.spots if at >= first)
+
+    def fresh(self, first: int, cost: Callable[[str, int], list[float]]) -> list[float]:
+        """The changed nodes' further slots on nodes of rank ``first`` on, sorted. ``cost``
+        gives a changed node's from its free GPUs, the first time a call needs them (handed
+        in, not kept: see ``_SlotOrder``)."""
+        if self.costs is None:
+            self.costs = [cost(node, free) for _, _, node, free in self.spots]
+        return sorted(
+            v
+            for (at, _, _, _), marginals in zip(self.spots, self.costs, strict=True)
+            if at >= first
+            for v in marginals
+        )
 
 
 @dataclass(slots=True)
@@ -331,6 +344,7 @@ class Search:
         self.cover_cache: dict[tuple[tuple[tuple[int, float], ...], int], list[float]] = {}
         self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
         self.first_charges: dict[int, FirstCharges] = {}
+        self.first_tries = self.first_cuts = 0  # the first-node bound: computed, and cut
         self.last_branch: tuple[State, int, _Branch] | None = None
         self.spot_cache: dict[tuple[_Offer, int, int], list[float]] = {}
         self.candidate_nodes = {
@@ -728,8 +742,10 @@ class Search:
                 continue
             if self.best is not None and self._first_bound_pays(gpus):
                 branch = branch or self._branch(state, gpus)
-                here, later = self._first_bounds(branch, i, names[node_i], rank[node_i])
+                here, later = self._first_bounds(state, branch, i, names[node_i], rank[node_i])
+                self.first_tries += 1
                 if self._beyond_best(state, 0, here):
+                    self.first_cuts += 1
                     # This pod here, and the rest of its size from this node's rank on, lose
                     # to the best. Without this node's own slot, ``later`` bounds every plan
                     # whose pods all lie at this rank or later; untouched nodes come in rank
@@ -1019,10 +1035,10 @@ class Search:
             table = self.tables[gpus]
             first = state.last_node if gpus == same else 0
             branch = self._branch(state, gpus)
-            opened = branch.open(table.free_slots[first], count, first)
-            if opened is None:
+            short = branch.short(table.free_slots[first], count, first)
+            if short <= 0:
                 continue
-            fresh, short = opened
+            fresh = branch.fresh(first, self._spot_costs(state, gpus))
             bound = max(
                 bound,
                 table.extra.cheapest(
@@ -1034,7 +1050,10 @@ class Search:
                 and self._first_bound_pays(gpus)
                 and not self._beyond_best(state, 0, bound)
             ):
-                bound = max(bound, self._first_charged(branch, gpus, fresh, short, first))
+                charged = self._first_charged(branch, gpus, fresh, short, first)
+                self.first_tries += 1
+                self.first_cuts += self._beyond_best(state, 0, charged)
+                bound = max(bound, charged)
         return bound
 
     def _branch(self, state: State, gpus: int) -> _Branch:
@@ -1051,32 +1070,37 @@ class Search:
         return branch
 
     def _compute_branch(self, state: State, gpus: int) -> _Branch:
-        s = self.s
-        host_rank, node_free = self.tables[gpus].host_rank, s.node_free
+        host_rank, node_free = self.tables[gpus].host_rank, self.s.node_free
         partly = self._partly_taken(state)
-        spots: list[tuple[int, int, list[float]]] = []
+        spots: list[tuple[int, int, str, int]] = []
         for node, free in itertools.chain(
             state.free.items(), ((n, node_free[n]) for n in partly if n not in state.free)
         ):
             at = host_rank.get(node)
-            if at is None:
-                continue
-            marginals: list[float] = []
-            if node in self.node_bound:
-                offer = self._left_on(state, node)
-                key = (offer, free, gpus)
-                found = self.spot_cache.get(key)
-                if found is None:
-                    more = min(s.node_gpus[node], free + offer.room) // gpus - free // gpus
-                    if more > 0:
-                        need = (free // gpus + more) * gpus - free
-                        found = hull_marginals(self._cover(offer.pods, need), free, gpus, more)
-                    else:
-                        found = []
-                    self.spot_cache[key] = found
-                marginals = found
-            spots.append((at, free // gpus - node_free[node] // gpus, marginals))
+            if at is not None:
+                spots.append((at, free // gpus - node_free[node] // gpus, node, free))
         return _Branch(spots, state.free.keys() | partly)
+
+    def _spot_costs(self, state: State, gpus: int) -> Callable[[str, int], list[float]]:
+        """The further slots of ``gpus`` on a node ``state`` changed, from its free GPUs."""
+
+        def costs(node: str, free: int) -> list[float]:
+            if node not in self.node_bound:
+                return []
+            offer = self._left_on(state, node)
+            key = (offer, free, gpus)
+            found = self.spot_cache.get(key)
+            if found is None:
+                more = min(self.s.node_gpus[node], free + offer.room) // gpus - free // gpus
+                if more > 0:
+                    need = (free // gpus + more) * gpus - free
+                    found = hull_marginals(self._cover(offer.pods, need), free, gpus, more)
+                else:
+                    found = []
+                self.spot_cache[key] = found
+            return found
+
+        return costs
 
     def _first_bound_pays(self, gpus: int) -> bool:
         """Whether the first-node bound is worth its set-up for pods of ``gpus`` now.
@@ -1087,23 +1111,27 @@ class Search:
         are nodes has spent twice that, and is the kind that runs on (the 8 x
         8-GPU searches at 1,000 nodes take thousands). Quick searches, most
         of them, never pay for it, nor does the 10,000-node one (2,000 steps).
+        Once built it pays only by cutting: a search where it has cut nothing
+        in its first ``_FIRST_TRIES`` tries stops computing it.
         """
         if self.tables[gpus].by_floor is None:
             return False
+        if self.first_tries >= _FIRST_TRIES and not self.first_cuts:
+            return False
         return gpus in self.first_charges or self.budget.steps * 4 >= len(self.s.node_names)
 
-    def _first_bounds(self, branch: _Branch, i: int, node: str, first: int) -> tuple[float, float]:
+    def _first_bounds(
+        self, state: State, branch: _Branch, i: int, node: str, first: int
+    ) -> tuple[float, float]:
         """First-node bounds on pod ``i`` and the later pods of its size, all on nodes of
         rank ``first`` on (``first_charges``): with pod ``i`` on ``node`` (of that rank),
         and without saying where; for identical pods only."""
         gpus = self.s.to_place[i].gpus
         count = sum(1 for pod in self.s.to_place[i:] if pod.gpus == gpus)
-        opened = branch.open(self.tables[gpus].free_slots[first], count, first)
-        fresh, short = ([], 0) if opened is None else opened
+        short = branch.short(self.tables[gpus].free_slots[first], count, first)
+        fresh = branch.fresh(first, self._spot_costs(state, gpus)) if short > 0 else []
         if node in branch.skip:  # a changed node: its slots are in ``fresh``
-            later = (
-                0.0 if opened is None else self._first_charged(branch, gpus, fresh, short, first)
-            )
+            later = self._first_charged(branch, gpus, fresh, short, first) if short > 0 else 0.0
             return later, later
         charges = self._first_charges(gpus)
         touched = self._touched_of(branch, charges)
@@ -1125,13 +1153,8 @@ class Search:
         """The first-node charges of ``gpus``-pods, built the first time a bound needs them."""
         found = self.first_charges.get(gpus)
         if found is None:
-            on_node: dict[str, dict[int, list[int]]] = {}
-            for node, groups in self.groups.items():
-                by_candidate = on_node[node] = {}
-                for g in groups:
-                    by_candidate.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
             found = FirstCharges.build(
-                self.s, gpus, self.tables[gpus].host_rank, on_node, self.candidate_nodes
+                self.s, gpus, self.tables[gpus].host_rank, self.groups, self.candidate_nodes
             )
             self.first_charges[gpus] = found
         return found

@@ -90,10 +90,11 @@ def assert_root_bound_is_below_the_optimum(case: Case) -> None:
         if not want.feasible:
             return
         branch = search._branch(ROOT, gpus)
-        opened = branch.open(search.tables[gpus].free_slots[0], sizes.count(gpus), 0)
-        if opened is None:
+        short = branch.short(search.tables[gpus].free_slots[0], sizes.count(gpus), 0)
+        if short <= 0:
             continue
-        bound = search._first_charged(branch, gpus, *opened, 0)
+        fresh = branch.fresh(0, search._spot_costs(ROOT, gpus))
+        bound = search._first_charged(branch, gpus, fresh, short, 0)
         assert bound <= want.lost_gpu_seconds + 1e-6, (gpus, bound, want.lost_gpu_seconds)
 
 
