@@ -37,8 +37,6 @@ the search without it.
 from __future__ import annotations
 
 import bisect
-import heapq
-import itertools
 import math
 from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -315,23 +313,23 @@ class FirstCharges:
         ``fresh`` and ``extra`` as given, then the untouched nodes' but ``forced``'s."""
         if short <= 0:
             return []
-        best: list[float] = []  # the ``short`` smallest so far, negated (a max-heap)
-
-        def offer(value: float) -> None:
-            if len(best) < short:
-                heapq.heappush(best, -value)
-            elif value < -best[0]:
-                heapq.heapreplace(best, -value)
-
-        for value in itertools.chain(fresh[:short], extra[:short]):
-            offer(value)
+        best = sorted(fresh[:short] + extra[:short])[:short]  # the ``short`` smallest so far
+        full = len(best) == short
+        insort = bisect.insort
         entries = touched.entries
         for at in range(bisect.bisect_left(touched.ranks, first), len(entries)):
             _, node, jobs = entries[at]
-            if node != forced:
-                for value in self.touched_slots(node, first, jobs)[:short]:
-                    offer(value)
+            if node == forced:
+                continue
+            for value in self.touched_slots(node, first, jobs):
+                if full and value >= best[-1]:
+                    break  # a node's slots never get cheaper
+                insort(best, value)
+                if full:
+                    best.pop()
+                full = len(best) == short
         weak, refined = self.weak, self.refined
+        nodes = touched.nodes
         r = skipped = 0
         while True:
             if self.next_weak < len(weak) and (
@@ -341,22 +339,29 @@ class FirstCharges:
                 self.next_weak += 1
                 at_0 = self.slots(node, 0)
                 if at_0:
-                    bisect.insort(refined, (at_0[0], mine, node))
+                    insort(refined, (at_0[0], mine, node))
                 continue
             if r == len(refined):
                 break
             key, mine, node = refined[r]
             r += 1
-            if len(best) == short and key >= -best[0]:
+            if full and key >= best[-1]:
                 break  # no slot of this node or any after it is cheaper than those kept
-            if mine < first or node in skip or node in touched.nodes or node == forced:
+            if mine < first or node in skip or node in nodes or node == forced:
                 skipped += 1
                 if skipped > _SKIPS_AT_MOST:
-                    while len(best) < short or key < -best[0]:
-                        offer(key)  # every slot still to come costs at least ``key``
+                    # Every slot still to come costs at least ``key``.
+                    while len(best) < short or best[-1] > key:
+                        insort(best, key)
+                        del best[short:]
                     break
                 continue
             skipped = 0
-            for value in self.slots(node, first)[:short]:
-                offer(value)
-        return sorted(-v for v in best)
+            for value in self.slots(node, first):
+                if full and value >= best[-1]:
+                    break
+                insort(best, value)
+                if full:
+                    best.pop()
+                full = len(best) == short
+        return best

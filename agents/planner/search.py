@@ -40,7 +40,11 @@ from gpuyield.agents.planner.placement import can_host, fit_key, pack
 from gpuyield.agents.planner.queues import QueueViolation, violations
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
-_FIRST_TRIES = 128
+_FIRST_AFTER = 256
+"""Steps before a search builds the first-node bound, whatever its size: most searches end
+before, and the bound's set-up and tries would cost them more than it saves."""
+
+_FIRST_TRIES = 64
 """Tries after which a first-node bound that has cut nothing is no longer computed: where it
 cuts at all on the bench's 90 clusters, it first does within 45 tries."""
 
@@ -725,6 +729,8 @@ class Search:
         heapq.heapify(bounds)
         cutoff = _Cutoff()
         branch: _Branch | None = None  # for the first-node bound, once it pays
+        # For the last pod of its size the node's own floor, checked above, is that bound.
+        more_of_size = i + 1 < len(s.to_place) and s.to_place[i + 1].gpus == gpus
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
@@ -740,7 +746,7 @@ class Search:
             if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
                 cutoff.past = (protected, lost)  # every way to make room here loses to the best
                 continue
-            if self.best is not None and self._first_bound_pays(gpus):
+            if more_of_size and self.best is not None and self._first_bound_pays(gpus):
                 branch = branch or self._branch(state, gpus)
                 here, later = self._first_bounds(state, branch, i, names[node_i], rank[node_i])
                 self.first_tries += 1
@@ -1118,7 +1124,9 @@ class Search:
             return False
         if self.first_tries >= _FIRST_TRIES and not self.first_cuts:
             return False
-        return gpus in self.first_charges or self.budget.steps * 4 >= len(self.s.node_names)
+        return gpus in self.first_charges or self.budget.steps >= max(
+            len(self.s.node_names) // 4, _FIRST_AFTER
+        )
 
     def _first_bounds(
         self, state: State, branch: _Branch, i: int, node: str, first: int
