@@ -81,9 +81,11 @@ class Touched(NamedTuple):
     """The untouched nodes that hold a job one branch touched elsewhere."""
 
     nodes: frozenset[str]
-    entries: tuple[tuple[int, str, frozenset[int]], ...]  # (rank, node, those jobs), by rank
+    entries: tuple[tuple[int, str, frozenset[int], tuple[int, ...]], ...]  # by rank
     ranks: list[int]
     mine: Mapping[str, frozenset[int]]  # per node, those jobs
+    # Per (node, how many of its jobs are charged): its slots; one branch asks many times.
+    slots: dict[tuple[str, int], list[float]]
 
 
 @dataclass(slots=True)
@@ -190,21 +192,21 @@ class FirstCharges:
 
     def touched(self, nodes: frozenset[str], freed: frozenset[int]) -> Touched:
         """The untouched ``nodes`` that hold a job in ``freed`` (one the branch touched
-        elsewhere), as ``cheapest`` reads them: by rank, each with those jobs."""
-        entries = sorted(
-            (
-                self.rank[node],
-                node,
-                frozenset(j.candidate for j in self._jobs_of(node).jobs if j.candidate in freed),
-            )
-            for node in nodes
-            if node in self.open_nodes
-        )
+        elsewhere), as ``cheapest`` reads them: by rank, each with those jobs (and its jobs'
+        ``after``)."""
+        entries = []
+        for node in nodes:
+            if node in self.open_nodes:
+                jobs = self._jobs_of(node)
+                mine = frozenset(j.candidate for j in jobs.jobs if j.candidate in freed)
+                entries.append((self.rank[node], node, mine, jobs.afters))
+        entries.sort()
         return Touched(
             nodes,
             tuple(entries),
-            [at for at, _, _ in entries],
-            {node: mine for _, node, mine in entries},
+            [at for at, _, _, _ in entries],
+            {node: mine for _, node, mine, _ in entries},
+            {},
         )
 
     def touched_slots(self, node: str, first: int, mine: frozenset[int]) -> list[float]:
@@ -316,12 +318,16 @@ class FirstCharges:
         best = sorted(fresh[:short] + extra[:short])[:short]  # the ``short`` smallest so far
         full = len(best) == short
         insort = bisect.insort
-        entries = touched.entries
+        entries, kept = touched.entries, touched.slots
         for at in range(bisect.bisect_left(touched.ranks, first), len(entries)):
-            _, node, jobs = entries[at]
+            _, node, jobs, afters = entries[at]
             if node == forced:
                 continue
-            for value in self.touched_slots(node, first, jobs):
+            asked = (node, bisect.bisect_left(afters, first))
+            costs = kept.get(asked)
+            if costs is None:
+                costs = kept[asked] = self.touched_slots(node, first, jobs)
+            for value in costs:
                 if full and value >= best[-1]:
                     break  # a node's slots never get cheaper
                 insort(best, value)
