@@ -8,7 +8,7 @@ than ``min_available`` would be left running, the whole job goes.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from gpuyield.agents.planner.session import CandidateFacts
 
@@ -25,6 +25,16 @@ def keeps_gang(candidate: CandidateFacts, evicted: frozenset[int]) -> bool:
     """True when the job runs none of its pods, or at least ``min_available``."""
     remaining = len(candidate.pods) - len(evicted)
     return remaining == 0 or remaining >= candidate.min_running
+
+
+def surplus_gpus(candidate: CandidateFacts, sizes: Sequence[int]) -> int | None:
+    """The most GPUs of ``sizes`` (its pods on one node) that ``candidate`` can lose
+    without its gang breaking: its largest surplus pods there. None when every one of
+    them can go (the surplus covers them, or they are the whole job)."""
+    surplus = len(candidate.pods) - candidate.min_running
+    if surplus >= len(sizes) or len(sizes) == len(candidate.pods):
+        return None
+    return sum(sorted(sizes, reverse=True)[: max(0, surplus)])
 
 
 def is_whole(candidate: CandidateFacts, evicted: frozenset[int]) -> bool:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
+from gpuyield.agents.planner.bundles import surplus_gpus
 from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.session import PlanningSession
 
@@ -234,13 +235,8 @@ class FirstCharges:
                 continue
             cand = s.candidates[job.candidate]
             rate = cand.lost_per_gpu_s
-            surplus = len(cand.pods) - cand.min_running
-            count = len(job.sizes)
-            alone = (
-                held
-                if surplus >= count or count == len(cand.pods)
-                else sum(job.sizes[: max(0, surplus)])
-            )
+            some = surplus_gpus(cand, job.sizes)
+            alone = held if some is None else some
             group = [(f, f * rate) for f in range(1, alone + 1)]
             if alone < held:
                 group.append((held, cand.gpus * rate))  # the gang breaks: the whole job

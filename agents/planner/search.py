@@ -32,7 +32,13 @@ from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from gpuyield.agents.planner.bundles import close_gang, is_whole, keeps_gang, reprieves
+from gpuyield.agents.planner.bundles import (
+    close_gang,
+    is_whole,
+    keeps_gang,
+    reprieves,
+    surplus_gpus,
+)
 from gpuyield.agents.planner.first_charges import FirstCharges, Touched
 from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.objective import Cost, cost_of
@@ -505,13 +511,9 @@ class Search:
         out: list[list[tuple[int, float]]] = []
         for c, sizes in on_node.items():
             cand = self.s.candidates[c]
-            sizes.sort(reverse=True)
-            surplus = len(cand.pods) - cand.min_running
             held = sum(sizes)
-            if surplus >= len(sizes) or len(sizes) == len(cand.pods):
-                alone = held
-            else:
-                alone = sum(sizes[: max(0, surplus)])
+            some = surplus_gpus(cand, sizes)
+            alone = held if some is None else some
             options = [(f, f * cand.lost_per_gpu_s) for f in range(1, alone + 1)]
             if alone < held:
                 options.append((held, self._closure_charge(c, node, spread)))
@@ -983,17 +985,16 @@ class Search:
         candidates = self.s.candidates
         for c, sizes in per.items():
             cand = candidates[c]
-            count, on = len(sizes), sum(sizes)
+            on = sum(sizes)
             held += on
             rate = cand.lost_per_gpu_s
             whole = cand.gpus * rate
-            surplus = len(cand.pods) - cand.min_running  # pods that may go one by one
-            if surplus >= count or count == len(cand.pods):
-                alone = on  # every pod here may go without breaking the gang
+            some = surplus_gpus(cand, sizes)
+            if some is None:  # every pod here may go without breaking the gang
+                alone = on
                 clear += on * rate
             else:
-                sizes.sort(reverse=True)
-                alone = sum(sizes[: max(0, surplus)])
+                alone = some
                 clear += whole
             jobs.append((alone, on, rate, whole))
         if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
