@@ -16,7 +16,9 @@ breaks the gang on any of its nodes pays for the whole job once; a plan that
 uses the first node pays for it there, and one that does not pays at least
 nothing there. Summed over any plan's nodes the charges never exceed what the
 plan loses, so the cheapest slots summed are a lower bound, as with the
-split; it is a different bound, and the search takes the larger of the two.
+split; it is a different bound, which the search asks before it frees room
+on a node for a pod (``Search._children``: this pod there, the rest of its
+size at that node's rank or later).
 It is tight where the split is weak: a plan that takes a gang's cheap node
 pays the whole gang there, and deeper in the search, as ``first`` passes a
 gang's nodes, more of its nodes are the first left.

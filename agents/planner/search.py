@@ -1026,10 +1026,10 @@ class Search:
         never overestimates, because lost work adds up per evicted pod.
         Pods the same size as the one placed last go to nodes from its node
         on (``_children``), so only those nodes' slots count for them.
-        Identical pods also get the first-node bound (``_first_charged``) when
-        the split one does not cut. The largest bound over the sizes is
-        returned; infinity when the pods cannot fit even with every
-        candidate evicted.
+        The largest bound over the sizes is returned; infinity when the pods
+        cannot fit even with every candidate evicted. (Identical pods also
+        meet the first-node bound, asked by ``_children`` before a child is
+        made; asked here as well, it cut nothing that was not cut anyway.)
         """
         s = self.s
         sizes: dict[int, int] = {}
@@ -1052,15 +1052,6 @@ class Search:
                     self._slot_costs, fresh, short, first, branch.skip, table.rank
                 ),
             )
-            if (
-                self.best is not None
-                and self._first_bound_pays(gpus)
-                and not self._beyond_best(state, 0, bound)
-            ):
-                charged = self._first_charged(branch, gpus, fresh, short, first)
-                self.first_tries += 1
-                self.first_cuts += self._beyond_best(state, 0, charged)
-                bound = max(bound, charged)
         return bound
 
     def _branch(self, state: State, gpus: int) -> _Branch:
