@@ -415,3 +415,86 @@ def packed_case(seed: int) -> Case:
         a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
         PREEMPTOR,
     )
+
+
+def varied_case(seed: int) -> Case:
+    """A fixed, full cluster from ``seed`` with more kinds in it than ``packed_case``.
+
+    6-16 nodes of 4, 8 or 16 GPUs (some cordoned), sometimes a few GPUs left
+    free, gangs of up to 7 pods with every kind of ``min_available``, and a
+    preemptor whose pods come in groups of identical sizes ([8, 8, 8, 4, 4,
+    4], [16, 4, 4, 4], [4, 4, 4, 2, 2, 2, 1, 1], ...): each group takes its
+    own nodes in rank order while the others' are placed around them.
+    """
+    pick = _RandomPick(seed)
+    policy = pick_policy(pick)
+    nodes = [
+        a_node(
+            f"n{i:02d}",
+            gpus=pick.one([16, 8, 16, 4]),
+            rack=f"r{i % 4}",
+            schedulable=pick.one([True] * 7 + [False]),
+        )
+        for i in range(pick.integer(6, 16))
+    ]
+    free = {n.name: n.gpus for n in nodes}
+    slack = pick.one([0, 0, 1, 3, 6, 12])
+    jobs: list[Job] = []
+    for j in range(80):
+        if sum(free.values()) <= slack:
+            break
+        pods = []
+        for i in range(pick.integer(1, 7)):
+            node = _place(pick, free, gpus := pick.one([1, 2, 2, 4, 4, 8]))
+            if node is not None:
+                pods.append(a_pod(f"j{j:02d}-{i}", gpus, node))
+        if not pods:
+            continue
+        ran = pick.one([600.0, 3600.0, 7200.0, 36000.0])
+        recent = NOW - pick.one([100.0, policy.cooldown_s + 60, 2 * policy.eviction_window_s])
+        count = len(pods)
+        builder = (
+            a_job(f"j{j:02d}")
+            .in_queue(pick.one(["research", "research", "prod"]))
+            .priority(pick.one([0, 10, 100, 500, 1000]))
+            .with_pods(*pods)
+            .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
+            .min_available(pick.one([None, 0, 1, count, max(1, count - 1), max(1, count // 2)]))
+            .started(NOW - ran)
+            .checkpointed(pick.one([None, NOW - ran / 2, NOW, NOW - ran / 4]))
+            .submitted(NOW - ran - 60)
+            .evicted_at(*([recent] if pick.one([False, True, True]) else []))
+        )
+        if pick.one([False] * 19 + [True]):
+            builder = builder.not_preemptable()
+        jobs.append(builder.build())
+    sizes = pick.one(
+        [
+            [4] * 5,
+            [8, 8, 8, 4, 4, 4],
+            [2] * 6,
+            [8] * 5,
+            [16, 4, 4, 4],
+            [8, 8, 2, 2, 2, 2],
+            [4, 4, 4, 2, 2, 2, 1, 1],
+        ]
+    )
+    preemptor = (
+        a_job(PREEMPTOR)
+        .in_queue("prod")
+        .priority(pick.one([2000, 5000]))
+        .with_pods(*(a_pod(f"{PREEMPTOR}-{i}", gpus) for i, gpus in enumerate(sizes)))
+        .in_state(JobState.PENDING)
+        .submitted(NOW - 30)
+        .due_by(pick.one([None, NOW + 3600]))
+        .build()
+    )
+    total = sum(n.gpus for n in nodes)
+    queues = [
+        a_queue("prod", guarantee=total // 2, weight=4.0),
+        a_queue("research", guarantee=pick.one([0, total // 8])),
+    ]
+    return Case(
+        a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
+        PREEMPTOR,
+    )

@@ -10,19 +10,35 @@ brute-force optimum.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+
 import pytest
 from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
 from hypothesis import given, settings
 
+from gpuyield.agents.planner import first_charges as first_charges_module
 from gpuyield.agents.planner import plan
 from gpuyield.agents.planner import search as search_module
 from gpuyield.agents.planner.first_charges import FirstCharges
-from gpuyield.agents.planner.search import Budget, Search, State
+from gpuyield.agents.planner.objective import cost_of
+from gpuyield.agents.planner.search import (
+    Budget,
+    Changes,
+    DeltaCost,
+    Found,
+    Search,
+    State,
+)
+from gpuyield.agents.planner.search import (
+    _Branch as Branch,
+)
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import JobState, Plan, Snapshot
 from planner.reference import reference_plan
-from planner.searches import every_search
-from planner.strategies import Case, any_cases, examples, packed_case
+from planner.searches import eligible_of, every_search
+from planner.strategies import Case, any_cases, examples, packed_case, varied_case
 
 ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
 
@@ -109,18 +125,17 @@ def the_plan(plan_: Plan) -> tuple[object, ...]:
     return (plan_.feasible, plan_.objective, plan_.victims, plan_.placement)
 
 
-def test_the_search_with_the_bound_returns_the_plan_it_returns_without_in_no_more_steps(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """600 full clusters of 8-14 nodes whose preemptor has 2-6 identical pods, most of
-    them with an SLA (protected victims are then taken last, and the nodes come in
-    another order): every plan the same, every search as short or shorter. The bound
-    is built from the first step here (a plan waits for 256), and never given up."""
+def compare_with_and_without(
+    monkeypatch: pytest.MonkeyPatch, make: Callable[[int], Case], seeds: int
+) -> tuple[int, int]:
+    """Plan each case with the bound (built from the first step, never given up; a plan
+    waits for 256 steps) and without it: the same plan, in no more steps. Returns how
+    many searches were compared (both complete) and how many the bound shortened."""
     monkeypatch.setattr(search_module, "_FIRST_AFTER", 0)
     monkeypatch.setattr(search_module, "_FIRST_TRIES", 10**9)
     compared = shorter = 0
-    for seed in range(600):
-        case = packed_case(seed)
+    for seed in range(seeds):
+        case = make(seed)
         got = plan(case.snapshot, case.preemptor)
         with monkeypatch.context() as off:
             off.setattr(Search, "_first_bound_pays", lambda self, gpus: False)
@@ -128,8 +143,126 @@ def test_the_search_with_the_bound_returns_the_plan_it_returns_without_in_no_mor
         if got.search.exhausted or want.search.exhausted:
             continue
         compared += 1
-        assert the_plan(got) == the_plan(want), f"packed_case({seed})"
-        assert got.search.steps <= want.search.steps, f"packed_case({seed})"
+        assert the_plan(got) == the_plan(want), f"{make.__name__}({seed})"
+        assert got.search.steps <= want.search.steps, f"{make.__name__}({seed})"
         shorter += got.search.steps < want.search.steps
+    return compared, shorter
+
+
+def test_the_search_with_the_bound_returns_the_plan_it_returns_without_in_no_more_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """600 full clusters of 8-14 nodes whose preemptor has 2-6 identical pods, most of
+    them with an SLA (protected victims are then taken last, and the nodes come in
+    another order)."""
+    compared, shorter = compare_with_and_without(monkeypatch, packed_case, 600)
     assert compared > 550
     assert shorter > compared // 10, "the bound should cut on many of these clusters"
+
+
+def test_the_bound_keeps_the_plan_with_pods_of_several_sizes_and_nodes_of_several_kinds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Groups of identical pods of different sizes, nodes of 4, 8 and 16 GPUs, cordoned
+    nodes, GPUs left free, gangs of every ``min_available``."""
+    compared, shorter = compare_with_and_without(monkeypatch, varied_case, 100)
+    assert compared > 80
+    assert shorter > compared // 10
+
+
+def test_the_bound_keeps_the_plan_when_its_walk_stops_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The walk bounds what it has not read by the last key it passed after a few
+    skipped nodes (64 in a plan; 2 here, so that these small clusters reach it)."""
+    monkeypatch.setattr(first_charges_module, "_SKIPS_AT_MOST", 2)
+    compared, shorter = compare_with_and_without(monkeypatch, packed_case, 300)
+    assert compared > 250
+    assert shorter > 0
+
+
+def cheapest_below(
+    session: PlanningSession,
+    eligible: list[int],
+    protected: frozenset[int],
+    state: State,
+    i: int,
+    allow: Callable[[str, int], bool],
+) -> float | None:
+    """The least lost work of any completion of ``state`` whose pod ``i`` goes to a node
+    ``allow`` takes (by name and rank): the search without the bound, exhaustive (no
+    cut on protected victims, no leaf reduced), None if it runs out of budget. Its
+    nodes are ranked as the search that asked ranked them (protected ones last)."""
+    search = Search(session, eligible, protected, Budget(200_000))
+    search.protected = frozenset()
+    search._first_bound_pays = lambda gpus: False  # type: ignore[method-assign]
+    rank = search.tables[session.to_place[i].gpus].rank
+    children = search._children
+    start = replace(state, protected=0)
+
+    def allowed(at: State, j: int) -> Iterator[tuple[Changes, str, int, DeltaCost]]:
+        for child in children(at, j):
+            if j != i or at is not start or allow(child[1], rank[child[2]]):
+                yield child
+
+    def leaf(at: State) -> None:
+        cost = cost_of(session, {c: p for c, p in at.evicted.items() if p}, frozenset())
+        if search.best is None or cost < search.best.cost:
+            search.best = Found(cost, dict(at.evicted), dict(at.placement))
+
+    search._children = allowed  # type: ignore[method-assign, assignment]
+    search._leaf = leaf  # type: ignore[method-assign, assignment]
+    search._place(start, i)
+    if search.budget.exhausted:
+        return None
+    return math.inf if search.best is None else search.best.cost.lost_gpu_seconds
+
+
+def recorded(search: Search) -> list[tuple[State, int, str, int, float, float]]:
+    """Every first-node bound ``search`` asks from now on: (state, pod, node, rank, with the
+    pod on the node, from the rank on)."""
+    asked: list[tuple[State, int, str, int, float, float]] = []
+    bounds = search._first_bounds
+
+    def record(state: State, branch: Branch, i: int, node: str, first: int) -> tuple[float, float]:
+        here, later = bounds(state, branch, i, node, first)
+        asked.append((state, i, node, first, here, later))
+        return here, later
+
+    search._first_bounds = record  # type: ignore[method-assign]
+    return asked
+
+
+def on_node(node: str) -> Callable[[str, int], bool]:
+    return lambda name, _rank: name == node
+
+
+def from_rank_on(first: int) -> Callable[[str, int], bool]:
+    return lambda _name, rank: rank >= first
+
+
+def test_inside_the_search_the_bound_never_exceeds_what_the_subtree_loses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every fifth state where the search asked the bound, on 60 packed clusters: the
+    bound with the pod on its node, and the one from its rank on, against the cheapest
+    completion of the state that puts the pod there, or at that rank or later."""
+    monkeypatch.setattr(search_module, "_FIRST_AFTER", 0)
+    monkeypatch.setattr(search_module, "_FIRST_TRIES", 10**9)
+    checked = 0
+    for seed in range(60):
+        case = packed_case(seed)
+        session = PlanningSession.open(case.snapshot, case.preemptor)
+        eligible, protected = eligible_of(session)
+        search = Search(session, eligible, protected, Budget(200_000))
+        asked = recorded(search)
+        search.run()
+        for state, i, node, first, here, later in asked[::5]:
+            on_it = cheapest_below(session, eligible, protected, state, i, on_node(node))
+            from_rank = cheapest_below(session, eligible, protected, state, i, from_rank_on(first))
+            if on_it is not None:
+                assert here <= on_it - state.lost + 1e-6 * max(1.0, on_it), (seed, i, node)
+            if from_rank is not None:
+                assert later <= from_rank - state.lost + 1e-6 * max(1.0, from_rank), (seed, i)
+            checked += 1
+    assert checked > 200
