@@ -274,30 +274,42 @@ class FirstCharges:
         first: int,
         skip: Container[str],
         touched: Touched,
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, list[float]]:
         """``cheapest`` when one pod goes to ``forced`` (untouched, of rank ``first``) for
-        certain, and ``cheapest`` itself: (with, without).
+        certain, and ``cheapest`` itself: (with, without, the slots ``without`` sums).
 
         With it, that node's first further slot is one of those summed, whatever the
         others cost (and is summed even when ``short`` is 0: free slots elsewhere do not
         make room on this node). One walk gives both.
         """
-        if forced not in self.open_nodes:
-            return math.inf, self.cheapest(fresh, short, first, skip, touched)
-        mine = touched.mine.get(forced)
-        if mine is None:
-            marginals = self.slots(forced, first)
-        else:
-            marginals = self.touched_slots(forced, first, mine)
+        marginals: list[float] = []
+        if forced in self.open_nodes:
+            mine = touched.mine.get(forced)
+            if mine is None:
+                marginals = self.slots(forced, first)
+            else:
+                marginals = self.touched_slots(forced, first, mine)
         if not marginals:
-            return math.inf, self.cheapest(fresh, short, first, skip, touched)
+            kept = self._smallest(fresh, [], short, first, skip, touched, None)
+            return math.inf, math.fsum(kept) if len(kept) == short else math.inf, kept
         own = marginals[0]
         kept = self._smallest(fresh, marginals[1:], short, first, skip, touched, forced)
         with_it = own + math.fsum(kept[: max(0, short - 1)]) if len(kept) >= short - 1 else math.inf
         if short <= 0:
-            return own, 0.0
+            return own, 0.0, []
         without = sorted([*kept, own])[:short]
-        return with_it, math.fsum(without) if len(without) == short else math.inf
+        return with_it, math.fsum(without) if len(without) == short else math.inf, without
+
+    def first_slot(self, node: str, first: int, touched: Touched) -> float:
+        """What ``node``'s first further slot costs when pods go to ranks ``first`` on
+        (infinity when its jobs cannot make one)."""
+        if node not in self.open_nodes:
+            return math.inf
+        mine = touched.mine.get(node)
+        marginals = (
+            self.slots(node, first) if mine is None else self.touched_slots(node, first, mine)
+        )
+        return marginals[0] if marginals else math.inf
 
     def _smallest(
         self,

@@ -731,6 +731,7 @@ class Search:
         heapq.heapify(bounds)
         cutoff = _Cutoff()
         branch: _Branch | None = None  # for the first-node bound, once it pays
+        earlier: tuple[int, list[float]] | None = None  # its last try here: rank, slots summed
         # For the last pod of its size the node's own floor, checked above, is that bound.
         more_of_size = i + 1 < len(s.to_place) and s.to_place[i + 1].gpus == gpus
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
@@ -750,8 +751,20 @@ class Search:
                 continue
             if more_of_size and self.best is not None and self._first_bound_pays(gpus):
                 branch = branch or self._branch(state, gpus)
-                here, later = self._first_bounds(state, branch, i, names[node_i], rank[node_i])
                 self.first_tries += 1
+                node = names[node_i]
+                if earlier is not None and earlier[0] <= rank[node_i] and node not in branch.skip:
+                    # The slots the last try summed, from a rank no higher and with no more
+                    # charges, bound those from this node's rank on: with this node's own
+                    # slot, a bound that needs no walk. Where it cuts, so would the walk.
+                    charges = self._first_charges(gpus)
+                    own = charges.first_slot(node, rank[node_i], self._touched_of(branch, charges))
+                    if self._beyond_best(state, 0, own + math.fsum(earlier[1][:-1])):
+                        self.first_cuts += 1
+                        continue
+                here, later, summed = self._first_bounds(state, branch, i, node, rank[node_i])
+                if len(summed) > 1:
+                    earlier = (rank[node_i], summed)
                 if self._beyond_best(state, 0, here):
                     self.first_cuts += 1
                     # This pod here, and the rest of its size from this node's rank on, lose
@@ -1122,17 +1135,17 @@ class Search:
 
     def _first_bounds(
         self, state: State, branch: _Branch, i: int, node: str, first: int
-    ) -> tuple[float, float]:
+    ) -> tuple[float, float, list[float]]:
         """First-node bounds on pod ``i`` and the later pods of its size, all on nodes of
         rank ``first`` on (``first_charges``): with pod ``i`` on ``node`` (of that rank),
-        and without saying where; for identical pods only."""
+        and without saying where, with the slots the latter sums; identical pods only."""
         gpus = self.s.to_place[i].gpus
         count = sum(1 for pod in self.s.to_place[i:] if pod.gpus == gpus)
         short = branch.short(self.tables[gpus].free_slots[first], count, first)
         fresh = branch.fresh(first, self._spot_costs(state, gpus)) if short > 0 else []
         if node in branch.skip:  # a changed node: its slots are in ``fresh``
             later = self._first_charged(branch, gpus, fresh, short, first) if short > 0 else 0.0
-            return later, later
+            return later, later, []
         charges = self._first_charges(gpus)
         touched = self._touched_of(branch, charges)
         return charges.cheapest_with(node, fresh, short, first, branch.skip, touched)

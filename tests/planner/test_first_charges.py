@@ -95,7 +95,7 @@ def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> 
     _, charges = charges_of(two_nodes_one_gang())
     first = min(("a", "b"), key=lambda node: charges.rank[node])
     touched = charges.touched(frozenset(), frozenset())
-    with_it, without = charges.cheapest_with(first, [], 0, 0, frozenset(), touched)
+    with_it, without, _ = charges.cheapest_with(first, [], 0, 0, frozenset(), touched)
     assert (with_it, without) == (16 * HOUR, 0.0)
 
 
@@ -224,10 +224,12 @@ def recorded(search: Search) -> list[tuple[State, int, str, int, float, float]]:
     asked: list[tuple[State, int, str, int, float, float]] = []
     bounds = search._first_bounds
 
-    def record(state: State, branch: Branch, i: int, node: str, first: int) -> tuple[float, float]:
-        here, later = bounds(state, branch, i, node, first)
+    def record(
+        state: State, branch: Branch, i: int, node: str, first: int
+    ) -> tuple[float, float, list[float]]:
+        here, later, summed = bounds(state, branch, i, node, first)
         asked.append((state, i, node, first, here, later))
-        return here, later
+        return here, later, summed
 
     search._first_bounds = record  # type: ignore[method-assign]
     return asked
