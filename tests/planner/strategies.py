@@ -378,43 +378,13 @@ def packed_case(seed: int) -> Case:
                 pods.append(a_pod(f"j{j:02d}-{i}", gpus, node))
         if not pods:
             continue
-        ran = pick.one([600.0, 3600.0, 7200.0, 36000.0])
-        recent = NOW - pick.one([100.0, policy.cooldown_s + 60, 2 * policy.eviction_window_s])
-        builder = (
-            a_job(f"j{j:02d}")
-            .in_queue(pick.one(["research", "research", "prod"]))
-            .priority(pick.one([0, 10, 100, 500, 1000]))
-            .with_pods(*pods)
-            .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
-            .min_available(pick.one([None, None, 1, len(pods)]))
-            .started(NOW - ran)
-            .checkpointed(pick.one([None, NOW - ran / 2, NOW]))
-            .submitted(NOW - ran - 60)
-            .evicted_at(*([recent] if pick.one([False, True, True]) else []))
+        count = len(pods)
+        jobs.append(
+            _packed_job(pick, policy, f"j{j:02d}", pods, [None, None, 1, count], (1 / 2, 1.0))
         )
-        if pick.one([False] * 19 + [True]):
-            builder = builder.not_preemptable()
-        jobs.append(builder.build())
     each = pick.one([8, 8, 4])
-    preemptor = (
-        a_job(PREEMPTOR)
-        .in_queue("prod")
-        .priority(pick.one([2000, 5000]))
-        .with_pods(*(a_pod(f"{PREEMPTOR}-{i}", each) for i in range(pick.integer(2, 6))))
-        .in_state(JobState.PENDING)
-        .submitted(NOW - 30)
-        .due_by(pick.one([None, NOW + 3600, NOW + 3600]))  # an SLA: the protected go last
-        .build()
-    )
-    total = sum(n.gpus for n in nodes)
-    queues = [
-        a_queue("prod", guarantee=total // 2, weight=4.0),
-        a_queue("research", guarantee=pick.one([0, total // 8])),
-    ]
-    return Case(
-        a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
-        PREEMPTOR,
-    )
+    sizes = [each] * pick.integer(2, 6)
+    return _with_preemptor(pick, policy, nodes, jobs, sizes, sla=(False, True, True))
 
 
 def varied_case(seed: int) -> Case:
@@ -450,24 +420,11 @@ def varied_case(seed: int) -> Case:
                 pods.append(a_pod(f"j{j:02d}-{i}", gpus, node))
         if not pods:
             continue
-        ran = pick.one([600.0, 3600.0, 7200.0, 36000.0])
-        recent = NOW - pick.one([100.0, policy.cooldown_s + 60, 2 * policy.eviction_window_s])
         count = len(pods)
-        builder = (
-            a_job(f"j{j:02d}")
-            .in_queue(pick.one(["research", "research", "prod"]))
-            .priority(pick.one([0, 10, 100, 500, 1000]))
-            .with_pods(*pods)
-            .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
-            .min_available(pick.one([None, 0, 1, count, max(1, count - 1), max(1, count // 2)]))
-            .started(NOW - ran)
-            .checkpointed(pick.one([None, NOW - ran / 2, NOW, NOW - ran / 4]))
-            .submitted(NOW - ran - 60)
-            .evicted_at(*([recent] if pick.one([False, True, True]) else []))
+        min_available = [None, 0, 1, count, max(1, count - 1), max(1, count // 2)]
+        jobs.append(
+            _packed_job(pick, policy, f"j{j:02d}", pods, min_available, (1 / 2, 1.0, 3 / 4))
         )
-        if pick.one([False] * 19 + [True]):
-            builder = builder.not_preemptable()
-        jobs.append(builder.build())
     sizes = pick.one(
         [
             [4] * 5,
@@ -479,6 +436,51 @@ def varied_case(seed: int) -> Case:
             [4, 4, 4, 2, 2, 2, 1, 1],
         ]
     )
+    return _with_preemptor(pick, policy, nodes, jobs, sizes, sla=(False, True))
+
+
+def _packed_job(
+    pick: Pick,
+    policy: Policy,
+    name: str,
+    pods: list[Pod],
+    min_available: Sequence[int | None],
+    checkpointed_after: Sequence[float],
+) -> Job:
+    """A running job of the packed clusters: evicted lately (so protected) two times in
+    three, not preemptable one in twenty, its checkpoint none or at one of
+    ``checkpointed_after`` (shares of its run)."""
+    ran = pick.one([600.0, 3600.0, 7200.0, 36000.0])
+    recent = NOW - pick.one([100.0, policy.cooldown_s + 60, 2 * policy.eviction_window_s])
+    builder = (
+        a_job(name)
+        .in_queue(pick.one(["research", "research", "prod"]))
+        .priority(pick.one([0, 10, 100, 500, 1000]))
+        .with_pods(*pods)
+        .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
+        .min_available(pick.one(min_available))
+        .started(NOW - ran)
+        .checkpointed(pick.one([None, *(NOW - ran + share * ran for share in checkpointed_after)]))
+        .submitted(NOW - ran - 60)
+        .evicted_at(*([recent] if pick.one([False, True, True]) else []))
+    )
+    if pick.one([False] * 19 + [True]):
+        builder = builder.not_preemptable()
+    return builder.build()
+
+
+def _with_preemptor(
+    pick: Pick,
+    policy: Policy,
+    nodes: list[Node],
+    jobs: list[Job],
+    sizes: list[int],
+    *,
+    sla: Sequence[bool],
+) -> Case:
+    """The packed clusters' case: a Pending production preemptor with pods of ``sizes``,
+    with an SLA as ``sla`` picks (protected victims are then taken last), and two
+    queues, production's guarantee half the cluster."""
     preemptor = (
         a_job(PREEMPTOR)
         .in_queue("prod")
@@ -486,7 +488,7 @@ def varied_case(seed: int) -> Case:
         .with_pods(*(a_pod(f"{PREEMPTOR}-{i}", gpus) for i, gpus in enumerate(sizes)))
         .in_state(JobState.PENDING)
         .submitted(NOW - 30)
-        .due_by(pick.one([None, NOW + 3600]))
+        .due_by(NOW + 3600 if pick.one(sla) else None)
         .build()
     )
     total = sum(n.gpus for n in nodes)
