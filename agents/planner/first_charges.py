@@ -39,8 +39,9 @@ the search without it.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections.abc import Callable, Container, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -282,13 +283,7 @@ class FirstCharges:
         others cost (and is summed even when ``short`` is 0: free slots elsewhere do not
         make room on this node). One walk gives both.
         """
-        marginals: list[float] = []
-        if forced in self.open_nodes:
-            mine = touched.mine.get(forced)
-            if mine is None:
-                marginals = self.slots(forced, first)
-            else:
-                marginals = self.touched_slots(forced, first, mine)
+        marginals = self._slots_of(forced, first, touched)
         if not marginals:
             kept = self._smallest(fresh, [], short, first, skip, touched, None)
             return math.inf, math.fsum(kept) if len(kept) == short else math.inf, kept
@@ -303,13 +298,17 @@ class FirstCharges:
     def first_slot(self, node: str, first: int, touched: Touched) -> float:
         """What ``node``'s first further slot costs when pods go to ranks ``first`` on
         (infinity when its jobs cannot make one)."""
-        if node not in self.open_nodes:
-            return math.inf
-        mine = touched.mine.get(node)
-        marginals = (
-            self.slots(node, first) if mine is None else self.touched_slots(node, first, mine)
-        )
+        marginals = self._slots_of(node, first, touched)
         return marginals[0] if marginals else math.inf
+
+    def _slots_of(self, node: str, first: int, touched: Touched) -> list[float]:
+        """``node``'s further slots as one branch sees them: ``touched_slots`` where the
+        branch touched some of its jobs, else ``slots`` (none where its jobs cannot make
+        one)."""
+        if node not in self.open_nodes:
+            return []
+        mine = touched.mine.get(node)
+        return self.slots(node, first) if mine is None else self.touched_slots(node, first, mine)
 
     def _smallest(
         self,
@@ -326,8 +325,16 @@ class FirstCharges:
         if short <= 0:
             return []
         best = sorted(fresh[:short] + extra[:short])[:short]  # the ``short`` smallest so far
-        full = len(best) == short
-        insort = bisect.insort
+
+        def take(values: Iterable[float]) -> None:
+            """Keep the ``short`` smallest of ``best`` and ``values`` (non-decreasing)."""
+            for value in values:
+                if len(best) == short:
+                    if value >= best[-1]:
+                        return  # the rest are no cheaper
+                    best.pop()
+                bisect.insort(best, value)
+
         entries, kept = touched.entries, touched.slots
         for at in range(bisect.bisect_left(touched.ranks, first), len(entries)):
             _, node, jobs, afters = entries[at]
@@ -337,13 +344,7 @@ class FirstCharges:
             costs = kept.get(asked)
             if costs is None:
                 costs = kept[asked] = self.touched_slots(node, first, jobs)
-            for value in costs:
-                if full and value >= best[-1]:
-                    break  # a node's slots never get cheaper
-                insort(best, value)
-                if full:
-                    best.pop()
-                full = len(best) == short
+            take(costs)
         weak, refined = self.weak, self.refined
         nodes = touched.nodes
         r = skipped = 0
@@ -355,29 +356,20 @@ class FirstCharges:
                 self.next_weak += 1
                 at_0 = self.slots(node, 0)
                 if at_0:
-                    insort(refined, (at_0[0], mine, node))
+                    bisect.insort(refined, (at_0[0], mine, node))
                 continue
             if r == len(refined):
                 break
             key, mine, node = refined[r]
             r += 1
-            if full and key >= best[-1]:
+            if len(best) == short and key >= best[-1]:
                 break  # no slot of this node or any after it is cheaper than those kept
             if mine < first or node in skip or node in nodes or node == forced:
                 skipped += 1
                 if skipped > _SKIPS_AT_MOST:
-                    # Every slot still to come costs at least ``key``.
-                    while len(best) < short or best[-1] > key:
-                        insort(best, key)
-                        del best[short:]
+                    take(itertools.repeat(key, short))  # every slot still to come costs >= key
                     break
                 continue
             skipped = 0
-            for value in self.slots(node, first):
-                if full and value >= best[-1]:
-                    break
-                insort(best, value)
-                if full:
-                    best.pop()
-                full = len(best) == short
+            take(self.slots(node, first))
         return best
