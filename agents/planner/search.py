@@ -54,6 +54,9 @@ _FIRST_TRIES = 64
 """Tries after which a first-node bound that has cut nothing is no longer computed: where it
 cuts at all on the bench's 90 clusters, it first does within 40 tries."""
 
+_TIE_POOL_AT_MOST = 256
+"""Candidates a tied repair (``Search._tied_repair``) sorts at most per queue and rank."""
+
 Changes = dict[int, frozenset[int]]
 DeltaCost = tuple[int, float, int, float]
 _ZERO: DeltaCost = (0, 0.0, 0, 0.0)
@@ -332,6 +335,13 @@ class Search:
                 (session.candidates[self.repair_order[r]].gpus for r in ranks), reverse=True
             )
             self.subtree_biggest[queue] = tuple(itertools.accumulate(sizes, initial=0))
+        # Per queue: its subtree's loss rates in rank order (never decreasing), for the
+        # repairs that can add no lost work (``_tied_repair``).
+        self.subtree_rates = {
+            queue: tuple(session.candidates[self.repair_order[r]].lost_per_gpu_s for r in ranks)
+            for queue, ranks in self.subtree_ranks.items()
+        }
+        self.tie_pools: dict[tuple[str, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
         self.node_index = {n: i for i, n in enumerate(session.node_names)}
         groups: dict[str, dict[tuple[int, int], list[int]]] = {}
         for i in self.eligible:
@@ -653,8 +663,13 @@ class Search:
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
             partial = {c: state.evicted[c] for c in state.partial}
-            if self._beyond_best(state, 0, *self._repair_bound(frame.found, frame.rank, partial)):
+            lost, victims = self._repair_bound(frame.found, frame.rank, partial)
+            if self._beyond_best(state, 0, lost, victims):
                 return None
+            if self._lost_ties(state, lost):
+                tied = self._tied_repair(state.lost, frame.found, frame.rank, partial)
+                if tied is None or self._beyond_best(state, 0, lost, *tied):
+                    return None
             i = self.repair_order[frame.rank]
             options = self._repair_options(self.s.candidates[i], state.evicted.get(i, frozenset()))
             options.sort(key=lambda changes: (self._delta(state, changes), self._names(changes)))
@@ -1309,6 +1324,80 @@ class Search:
                 bisect.bisect_left(biggest, violation.excess - still_held),
             )
         return lost_bound, victims_bound
+
+    def _lost_ties(self, state: State, lost: float) -> bool:
+        """Whether a plan below ``state`` that adds at least ``lost`` can at best tie the
+        best plan's protected victims and lost work, so that victims and weight decide."""
+        if self.best is None:
+            return False
+        best = self.best.cost
+        slack = 1e-9 * max(1.0, abs(best.lost_gpu_seconds))
+        return (
+            state.protected == best.protected and state.lost + lost >= best.lost_gpu_seconds - slack
+        )
+
+    def _tied_repair(
+        self,
+        spent: float,
+        found: list[QueueViolation],
+        first: int,
+        partial: Mapping[int, frozenset[int]],
+    ) -> tuple[int, float] | None:
+        """New victims and their least weight for a repair that must not lose more work
+        than the best plan, or None when no such repair exists.
+
+        Called when ``state`` already ties the best plan's lost work (less the
+        repair's own floor): then only candidates whose GPUs cost at most the
+        lost work left to spend can help (at least one GPU each), and in a
+        typical tie that is the jobs that lose nothing. The fewest of them that
+        cover each excess, biggest first, and the lightest that many, bound the
+        victims and their weight far more tightly than all the subtree's jobs do.
+        Pools of over ``_TIE_POOL_AT_MOST`` candidates keep the looser bound.
+        """
+        assert self.best is not None  # ``_lost_ties`` said so
+        best = self.best.cost
+        budget = best.lost_gpu_seconds + 1e-9 * max(1.0, abs(best.lost_gpu_seconds)) - spent
+        victims_bound, weight_bound = 0, 0.0
+        for violation in found:
+            ranks = self.subtree_ranks.get(violation.queue, ())
+            rates = self.subtree_rates.get(violation.queue, ())
+            at = bisect.bisect_left(ranks, first)
+            end = bisect.bisect_right(rates, budget, lo=at)
+            if end - at > _TIE_POOL_AT_MOST:
+                return victims_bound, weight_bound
+            biggest, lightest = self._tie_pool(violation.queue, at, end)
+            still_held = 0
+            for c, taken in partial.items():
+                cand = self.s.candidates[c]
+                if violation.queue in self.s.tree.ancestors[cand.queue]:
+                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in taken)
+            need = violation.excess - still_held
+            if need > biggest[-1]:
+                return None
+            k = bisect.bisect_left(biggest, need)
+            if k > victims_bound:
+                victims_bound, weight_bound = k, lightest[k]
+            elif k == victims_bound:
+                weight_bound = max(weight_bound, lightest[k])
+        return victims_bound, weight_bound
+
+    def _tie_pool(self, queue: str, at: int, end: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+        """Prefix sums of the GPUs (biggest first) and W_eff (lightest first) of ``queue``'s
+        subtree candidates from position ``at`` to ``end``."""
+        key = (queue, at, end)
+        pool = self.tie_pools.get(key)
+        if pool is None:
+            cands = [
+                self.s.candidates[self.repair_order[r]] for r in self.subtree_ranks[queue][at:end]
+            ]
+            biggest = sorted((c.gpus for c in cands), reverse=True)
+            lightest = sorted(c.w_eff for c in cands)
+            pool = (
+                tuple(itertools.accumulate(biggest, initial=0)),
+                tuple(itertools.accumulate(lightest, initial=0.0)),
+            )
+            self.tie_pools[key] = pool
+        return pool
 
     def _repair_options(self, cand: CandidateFacts, taken: frozenset[int]) -> list[Changes]:
         if is_whole(cand, taken):

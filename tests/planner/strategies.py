@@ -500,3 +500,72 @@ def _with_preemptor(
         a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
         PREEMPTOR,
     )
+
+
+def tied_repair_case(seed: int, *, small: bool = False) -> Case:
+    """A fixed, full cluster from ``seed`` whose plan must also evict from the preemptor's
+    own queue, where many jobs lose nothing: the plans tie on lost work, and the
+    number of victims and their weight decide.
+
+    Production is over what the queue rules allow once the preemptor is placed:
+    over its capability, or over its guarantee while it reclaims from research.
+    Evicting more of production's own jobs repairs that, and two in three of them
+    checkpointed just now. Jobs of 1-3 pods of 1-4 GPUs and several priorities give
+    many repairs of equal lost work and different counts and weights. ``small``
+    keeps the cluster within the brute-force reference's reach (2-3 nodes).
+    """
+    pick = _RandomPick(seed)
+    policy = pick_policy(pick)
+    count = pick.integer(2, 3) if small else pick.integer(6, 14)
+    nodes = [a_node(f"n{i:02d}", gpus=8, rack=f"r{i % 2}") for i in range(count)]
+    free = {n.name: n.gpus for n in nodes}
+    jobs: list[Job] = []
+    held = dict.fromkeys(("prod", "research"), 0)
+    for j in range(80):
+        if not any(free.values()):
+            break
+        pods = []
+        for i in range(pick.integer(1, 2 if small else 3)):
+            node = _place(pick, free, gpus := pick.one([1, 1, 2, 2, 4]))
+            if node is not None:
+                pods.append(a_pod(f"j{j:02d}-{i}", gpus, node))
+        if not pods:
+            continue
+        queue = pick.one(["prod", "prod", "research"])
+        ran = pick.one([3600.0, 7200.0, 36000.0])
+        fresh = queue == "prod" and pick.one([True, False])
+        checkpoint = NOW if fresh else pick.one([None, NOW - ran / 2])
+        jobs.append(
+            a_job(f"j{j:02d}")
+            .in_queue(queue)
+            .priority(pick.one([0, 10, 100, 500, 1000]))
+            .with_pods(*pods)
+            .progress(pick.one([0.0, 0.1, 0.5, 0.9]))
+            .min_available(pick.one([None, 1, len(pods)]))
+            .started(NOW - ran)
+            .checkpointed(checkpoint)
+            .submitted(NOW - ran - 60)
+            .build()
+        )
+        held[queue] += sum(p.gpus for p in pods)
+    sizes = [pick.one([8, 4])] * pick.integer(1, 2)
+    over = pick.integer(1, 16)
+    after = held["prod"] + sum(sizes)
+    if pick.one([False, True]):
+        prod = a_queue("prod", guarantee=0, capability=max(after - over, 0), weight=4.0)
+    else:
+        prod = a_queue("prod", guarantee=max(after - over, 0), weight=4.0)
+    preemptor = (
+        a_job(PREEMPTOR)
+        .in_queue("prod")
+        .priority(5000)
+        .with_pods(*(a_pod(f"{PREEMPTOR}-{i}", gpus) for i, gpus in enumerate(sizes)))
+        .in_state(JobState.PENDING)
+        .submitted(NOW - 30)
+        .build()
+    )
+    queues = [prod, a_queue("research", guarantee=0)]
+    return Case(
+        a_snapshot(now=NOW, nodes=nodes, queues=queues, jobs=[*jobs, preemptor], policy=policy),
+        PREEMPTOR,
+    )
