@@ -663,11 +663,12 @@ class Search:
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
             partial = {c: state.evicted[c] for c in state.partial}
-            lost, victims = self._repair_bound(frame.found, frame.rank, partial)
+            needs = self._repair_needs(frame.found, partial)
+            lost, victims = self._repair_bound(frame.found, frame.rank, needs)
             if self._beyond_best(state, 0, lost, victims):
                 return None
             if self._lost_ties(state, lost):
-                tied = self._tied_repair(state.lost, frame.found, frame.rank, partial)
+                tied = self._tied_repair(state.lost, frame.found, frame.rank, needs)
                 if tied is None or self._beyond_best(state, 0, lost, *tied):
                     return None
             i = self.repair_order[frame.rank]
@@ -1285,11 +1286,26 @@ class Search:
                 out.append((changes, freed))
         return out
 
+    def _repair_needs(
+        self, found: list[QueueViolation], partial: Mapping[int, frozenset[int]]
+    ) -> list[int]:
+        """Per violation, the GPUs new victims must free: its excess less what the victims
+        that keep some pods (``partial``) still hold in its subtree, since more of theirs
+        adds no victim."""
+        if not partial:
+            return [violation.excess for violation in found]
+        ancestors, candidates = self.s.tree.ancestors, self.s.candidates
+        held = []  # (its queue's ancestors, GPUs it still holds) per partial victim
+        for c, taken in partial.items():
+            cand = candidates[c]
+            held.append((ancestors[cand.queue], cand.gpus - sum(cand.pods[k].gpus for k in taken)))
+        return [
+            violation.excess - sum(gpus for above, gpus in held if violation.queue in above)
+            for violation in found
+        ]
+
     def _repair_bound(
-        self,
-        found: list[QueueViolation],
-        first: int,
-        partial: Mapping[int, frozenset[int]],
+        self, found: list[QueueViolation], first: int, needs: list[int]
     ) -> tuple[float, int]:
         """Lower bounds on the lost work and new victims of repairing every violation.
 
@@ -1299,11 +1315,12 @@ class Search:
         fractional knapsack), never costs more than a real repair; GPUs
         already evicted are counted as still on offer, which only lowers the
         bound, so it comes from prefix sums in logarithmic time. New victims:
-        what today's victims there still hold goes first, then the biggest
-        jobs. Infinite lost work when the subtree cannot cover D at all.
+        the biggest jobs that cover ``needs`` (``_repair_needs``: what today's
+        victims there still hold goes first). Infinite lost work when the
+        subtree cannot cover D at all.
         """
         lost_bound, victims_bound = 0.0, 0
-        for violation in found:
+        for violation, need in zip(found, needs, strict=True):
             ranks, gpus, lost = self.subtree_prefix.get(violation.queue, ((), (0,), (0.0,)))
             at = bisect.bisect_left(ranks, first)
             target = gpus[at] + violation.excess
@@ -1313,16 +1330,8 @@ class Search:
             rate = self.s.candidates[self.repair_order[ranks[end - 1]]].lost_per_gpu_s
             last = (target - gpus[end - 1]) * rate
             lost_bound = max(lost_bound, lost[end - 1] - lost[at] + last)
-            still_held = 0
-            for c, taken in partial.items():
-                cand = self.s.candidates[c]
-                if violation.queue in self.s.tree.ancestors[cand.queue]:
-                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in taken)
             biggest = self.subtree_biggest.get(violation.queue, (0,))
-            victims_bound = max(
-                victims_bound,
-                bisect.bisect_left(biggest, violation.excess - still_held),
-            )
+            victims_bound = max(victims_bound, bisect.bisect_left(biggest, need))
         return lost_bound, victims_bound
 
     def _lost_ties(self, state: State, lost: float) -> bool:
@@ -1341,7 +1350,7 @@ class Search:
         spent: float,
         found: list[QueueViolation],
         first: int,
-        partial: Mapping[int, frozenset[int]],
+        needs: list[int],
     ) -> tuple[int, float] | None:
         """New victims and their least weight for a repair that must not lose more work
         than the best plan, or None when no such repair exists.
@@ -1358,7 +1367,9 @@ class Search:
         best = self.best.cost
         budget = best.lost_gpu_seconds + 1e-9 * max(1.0, abs(best.lost_gpu_seconds)) - spent
         victims_bound, weight_bound = 0, 0.0
-        for violation in found:
+        for violation, need in zip(found, needs, strict=True):
+            if need <= 0:
+                continue  # no new victim needed here: 0 victims, 0 weight
             ranks = self.subtree_ranks.get(violation.queue, ())
             rates = self.subtree_rates.get(violation.queue, ())
             at = bisect.bisect_left(ranks, first)
@@ -1366,12 +1377,6 @@ class Search:
             if end - at > _TIE_POOL_AT_MOST:
                 return victims_bound, weight_bound
             biggest, lightest = self._tie_pool(violation.queue, at, end)
-            still_held = 0
-            for c, taken in partial.items():
-                cand = self.s.candidates[c]
-                if violation.queue in self.s.tree.ancestors[cand.queue]:
-                    still_held += cand.gpus - sum(cand.pods[k].gpus for k in taken)
-            need = violation.excess - still_held
             if need > biggest[-1]:
                 return None
             k = bisect.bisect_left(biggest, need)
@@ -1516,7 +1521,7 @@ class Search:
                     partial[c] = new
                 else:
                     partial.pop(c, None)
-            floor = self._repair_bound(found, state.repair_from, partial)
+            floor = self._repair_bound(found, state.repair_from, self._repair_needs(found, partial))
         if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
         return floor
