@@ -54,6 +54,11 @@ _FIRST_TRIES = 64
 """Tries after which a first-node bound that has cut nothing is no longer computed: where it
 cuts at all on the bench's 90 clusters, it first does within 40 tries."""
 
+_TIE_TRIES = 32
+"""Tries after which a tied repair bound (``Search._tied_repair``) that has cut nothing is no
+longer computed: on the bench's 90 clusters, where it cuts at all it first does within 10
+tries, and where it never cuts it was tried up to 4,160 times, 20 % of that search's time."""
+
 _TIE_POOL_AT_MOST = 256
 """Candidates a tied repair (``Search._tied_repair``) sorts at most per queue and rank."""
 
@@ -341,6 +346,7 @@ class Search:
             queue: tuple(session.candidates[self.repair_order[r]].lost_per_gpu_s for r in ranks)
             for queue, ranks in self.subtree_ranks.items()
         }
+        self.tie_tries = self.tie_cuts = 0  # the tied repair bound: computed, and cut
         self.tie_pools: dict[tuple[str, int, int], tuple[tuple[int, ...], tuple[float, ...]]] = {}
         self.node_index = {n: i for i, n in enumerate(session.node_names)}
         groups: dict[str, dict[tuple[int, int], list[int]]] = {}
@@ -663,13 +669,15 @@ class Search:
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
             partial = {c: state.evicted[c] for c in state.partial}
-            needs = self._repair_needs(frame.found, partial)
-            lost, victims = self._repair_bound(frame.found, frame.rank, needs)
+            lost, victims = self._repair_bound(frame.found, frame.rank, partial)
             if self._beyond_best(state, 0, lost, victims):
                 return None
-            if self._lost_ties(state, lost):
-                tied = self._tied_repair(state.lost, frame.found, frame.rank, needs)
+            if (self.tie_cuts or self.tie_tries < _TIE_TRIES) and self._lost_ties(state, lost):
+                # Until it has cut once, for ``_TIE_TRIES`` tries; after, always.
+                self.tie_tries += 1
+                tied = self._tied_repair(state.lost, frame.found, frame.rank, partial)
                 if tied is None or self._beyond_best(state, 0, lost, *tied):
+                    self.tie_cuts += 1
                     return None
             i = self.repair_order[frame.rank]
             options = self._repair_options(self.s.candidates[i], state.evicted.get(i, frozenset()))
@@ -1292,20 +1300,19 @@ class Search:
         """Per violation, the GPUs new victims must free: its excess less what the victims
         that keep some pods (``partial``) still hold in its subtree, since more of theirs
         adds no victim."""
-        if not partial:
-            return [violation.excess for violation in found]
         ancestors, candidates = self.s.tree.ancestors, self.s.candidates
-        held = []  # (its queue's ancestors, GPUs it still holds) per partial victim
-        for c, taken in partial.items():
-            cand = candidates[c]
-            held.append((ancestors[cand.queue], cand.gpus - sum(cand.pods[k].gpus for k in taken)))
-        return [
-            violation.excess - sum(gpus for above, gpus in held if violation.queue in above)
-            for violation in found
-        ]
+        needs = []
+        for violation in found:
+            need = violation.excess
+            for c, taken in partial.items():
+                cand = candidates[c]
+                if violation.queue in ancestors[cand.queue]:
+                    need -= cand.gpus - sum(cand.pods[k].gpus for k in taken)
+            needs.append(need)
+        return needs
 
     def _repair_bound(
-        self, found: list[QueueViolation], first: int, needs: list[int]
+        self, found: list[QueueViolation], first: int, partial: Mapping[int, frozenset[int]]
     ) -> tuple[float, int]:
         """Lower bounds on the lost work and new victims of repairing every violation.
 
@@ -1315,12 +1322,14 @@ class Search:
         fractional knapsack), never costs more than a real repair; GPUs
         already evicted are counted as still on offer, which only lowers the
         bound, so it comes from prefix sums in logarithmic time. New victims:
-        the biggest jobs that cover ``needs`` (``_repair_needs``: what today's
-        victims there still hold goes first). Infinite lost work when the
+        the biggest jobs that cover what is left once today's victims there
+        give up what they still hold (``_repair_needs``). Infinite lost work when the
         subtree cannot cover D at all.
         """
         lost_bound, victims_bound = 0.0, 0
-        for violation, need in zip(found, needs, strict=True):
+        needs = self._repair_needs(found, partial) if partial else None
+        for n, violation in enumerate(found):
+            need = violation.excess if needs is None else needs[n]
             ranks, gpus, lost = self.subtree_prefix.get(violation.queue, ((), (0,), (0.0,)))
             at = bisect.bisect_left(ranks, first)
             target = gpus[at] + violation.excess
@@ -1350,7 +1359,7 @@ class Search:
         spent: float,
         found: list[QueueViolation],
         first: int,
-        needs: list[int],
+        partial: Mapping[int, frozenset[int]],
     ) -> tuple[int, float] | None:
         """New victims and their least weight for a repair that must not lose more work
         than the best plan, or None when no such repair exists.
@@ -1367,7 +1376,7 @@ class Search:
         best = self.best.cost
         budget = best.lost_gpu_seconds + 1e-9 * max(1.0, abs(best.lost_gpu_seconds)) - spent
         victims_bound, weight_bound = 0, 0.0
-        for violation, need in zip(found, needs, strict=True):
+        for violation, need in zip(found, self._repair_needs(found, partial), strict=True):
             if need <= 0:
                 continue  # no new victim needed here: 0 victims, 0 weight
             ranks = self.subtree_ranks.get(violation.queue, ())
@@ -1521,7 +1530,7 @@ class Search:
                     partial[c] = new
                 else:
                     partial.pop(c, None)
-            floor = self._repair_bound(found, state.repair_from, self._repair_needs(found, partial))
+            floor = self._repair_bound(found, state.repair_from, partial)
         if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
         return floor

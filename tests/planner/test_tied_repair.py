@@ -17,8 +17,10 @@ from builders import HOUR, NOW, a_job, a_node, a_queue, a_snapshot
 
 from gpuyield.agents.planner import plan
 from gpuyield.agents.planner import search as search_module
-from gpuyield.agents.planner.search import Search
+from gpuyield.agents.planner.search import Budget, Search
+from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Plan
+from planner.searches import eligible_of
 from planner.strategies import tied_repair_case
 from planner.test_optimality import assert_same_plan
 
@@ -64,8 +66,10 @@ def test_the_plan_is_the_brute_force_optimum_when_repairs_tie(seed: int) -> None
 
 
 def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int) -> tuple[int, int]:
-    """Plan each case with the tie bound and without it: the same plan, in no more steps.
-    Returns how many searches were compared (both complete) and how many it shortened."""
+    """Plan each case with the tie bound (never given up: a plan stops computing it after
+    32 tries that cut nothing) and without it: the same plan, in no more steps. Returns
+    how many searches were compared (both complete) and how many it shortened."""
+    monkeypatch.setattr(search_module, "_TIE_TRIES", 10**9)
     compared = shorter = 0
     for seed in range(seeds):
         case = tied_repair_case(seed)
@@ -103,3 +107,19 @@ def test_the_tie_bound_keeps_the_plan_when_a_pool_is_too_big_to_sort(
     compared, shorter = compare_with_and_without(monkeypatch, 150)
     assert compared > 120
     assert shorter > 0
+
+
+def test_a_search_stops_computing_a_tied_bound_that_has_cut_nothing_after_32_tries() -> None:
+    """The bound costs a few microseconds a try; where the victims never decide (the
+    best plan has many more), a repair-heavy search would pay it thousands of times."""
+    gave_up = 0
+    for seed in range(120):
+        case = tied_repair_case(seed)
+        session = PlanningSession.open(case.snapshot, case.preemptor)
+        eligible, protected = eligible_of(session)
+        search = Search(session, eligible, protected, Budget(20_000))
+        search.run()
+        if search.tie_cuts == 0:
+            assert search.tie_tries <= search_module._TIE_TRIES, f"tied_repair_case({seed})"
+            gave_up += search.tie_tries == search_module._TIE_TRIES
+    assert gave_up > 0, "some of these searches should reach the limit"
