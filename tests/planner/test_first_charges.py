@@ -20,7 +20,6 @@ from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
 from hypothesis import given, settings
 
 from gpuyield.agents.planner import first_charges as first_charges_module
-from gpuyield.agents.planner import plan
 from gpuyield.agents.planner import search as search_module
 from gpuyield.agents.planner.first_charges import FirstCharges
 from gpuyield.agents.planner.objective import cost_of
@@ -36,9 +35,9 @@ from gpuyield.agents.planner.search import (
     _Branch as Branch,
 )
 from gpuyield.agents.planner.session import PlanningSession
-from gpuyield.schemas import JobState, Plan, Snapshot
+from gpuyield.schemas import JobState, Snapshot
 from planner.reference import reference_plan
-from planner.searches import eligible_of, every_search
+from planner.searches import every_search, search_of, with_and_without
 from planner.strategies import Case, any_cases, examples, packed_case, varied_case
 
 ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
@@ -125,32 +124,18 @@ def test_the_first_node_bound_at_the_root_never_exceeds_the_optimal_loss(case: C
     assert_root_bound_is_below_the_optimum(case)
 
 
-def the_plan(plan_: Plan) -> tuple[object, ...]:
-    return (plan_.feasible, plan_.objective, plan_.victims, plan_.placement)
-
-
 def compare_with_and_without(
     monkeypatch: pytest.MonkeyPatch, make: Callable[[int], Case], seeds: int
 ) -> tuple[int, int]:
     """Plan each case with the bound (built from the first step, never given up; a plan
-    waits for 256 steps) and without it: the same plan, in no more steps. Returns how
-    many searches were compared (both complete) and how many the bound shortened."""
+    waits for 256 steps) and without it: the same plan, in no more steps."""
     monkeypatch.setattr(search_module, "_FIRST_AFTER", 0)
     monkeypatch.setattr(search_module, "_FIRST_TRIES", 10**9)
-    compared = shorter = 0
-    for seed in range(seeds):
-        case = make(seed)
-        got = plan(case.snapshot, case.preemptor)
-        with monkeypatch.context() as off:
-            off.setattr(Search, "_first_bound_pays", lambda self, gpus: False)
-            want = plan(case.snapshot, case.preemptor)
-        if got.search.exhausted or want.search.exhausted:
-            continue
-        compared += 1
-        assert the_plan(got) == the_plan(want), f"{make.__name__}({seed})"
-        assert got.search.steps <= want.search.steps, f"{make.__name__}({seed})"
-        shorter += got.search.steps < want.search.steps
-    return compared, shorter
+
+    def switch_off(off: pytest.MonkeyPatch) -> None:
+        off.setattr(Search, "_first_bound_pays", lambda self, gpus: False)
+
+    return with_and_without(monkeypatch, make, seeds, switch_off)
 
 
 def test_the_search_with_the_bound_returns_the_plan_it_returns_without_in_no_more_steps(
@@ -257,10 +242,8 @@ def test_inside_the_search_the_bound_never_exceeds_what_the_subtree_loses(
     monkeypatch.setattr(search_module, "_FIRST_TRIES", 10**9)
     checked = 0
     for seed in range(60):
-        case = packed_case(seed)
-        session = PlanningSession.open(case.snapshot, case.preemptor)
-        eligible, protected = eligible_of(session)
-        search = Search(session, eligible, protected, Budget(200_000))
+        search = search_of(packed_case(seed), 200_000)
+        session, eligible, protected = search.s, list(search.eligible), search.protected
         asked = recorded(search)
         search.run()
         for state, i, node, first, here, later in asked[::5]:

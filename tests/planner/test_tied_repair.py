@@ -15,18 +15,11 @@ from __future__ import annotations
 import pytest
 from builders import HOUR, NOW, a_job, a_node, a_queue, a_snapshot
 
-from gpuyield.agents.planner import plan
 from gpuyield.agents.planner import search as search_module
-from gpuyield.agents.planner.search import Budget, Search
-from gpuyield.agents.planner.session import PlanningSession
-from gpuyield.schemas import Plan
-from planner.searches import eligible_of
+from gpuyield.agents.planner.search import Search
+from planner.searches import search_of, with_and_without
 from planner.strategies import tied_repair_case
 from planner.test_optimality import assert_same_plan
-
-
-def the_plan(plan_: Plan) -> tuple[object, ...]:
-    return (plan_.feasible, plan_.objective, plan_.victims, plan_.placement)
 
 
 def test_a_queue_over_its_capability_gives_back_the_fewest_jobs_that_lose_nothing() -> None:
@@ -67,26 +60,13 @@ def test_the_plan_is_the_brute_force_optimum_when_repairs_tie(seed: int) -> None
 
 def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int) -> tuple[int, int]:
     """Plan each case with the tie bound (never given up: a plan stops computing it after
-    32 tries that cut nothing) and without it: the same plan, in no more steps. Returns
-    how many searches were compared (both complete) and how many it shortened."""
+    32 tries that cut nothing) and without it: the same plan, in no more steps."""
     monkeypatch.setattr(search_module, "_TIE_TRIES", 10**9)
-    compared = shorter = 0
-    for seed in range(seeds):
-        case = tied_repair_case(seed)
-        got = plan(case.snapshot, case.preemptor)
-        with monkeypatch.context() as off:
-            off.setattr(Search, "_lost_ties", lambda self, state, lost: False)
-            want = plan(case.snapshot, case.preemptor)
-        if got.search is None or want.search is None:
-            assert the_plan(got) == the_plan(want), f"tied_repair_case({seed})"
-            continue
-        if got.search.exhausted or want.search.exhausted:
-            continue
-        compared += 1
-        assert the_plan(got) == the_plan(want), f"tied_repair_case({seed})"
-        assert got.search.steps <= want.search.steps, f"tied_repair_case({seed})"
-        shorter += got.search.steps < want.search.steps
-    return compared, shorter
+
+    def switch_off(off: pytest.MonkeyPatch) -> None:
+        off.setattr(Search, "_lost_ties", lambda self, state, lost: False)
+
+    return with_and_without(monkeypatch, tied_repair_case, seeds, switch_off)
 
 
 def test_the_search_with_the_tie_bound_returns_the_plan_it_returns_without_in_no_more_steps(
@@ -114,10 +94,7 @@ def test_a_search_stops_computing_a_tied_bound_that_has_cut_nothing_after_32_tri
     best plan has many more), a repair-heavy search would pay it thousands of times."""
     gave_up = 0
     for seed in range(120):
-        case = tied_repair_case(seed)
-        session = PlanningSession.open(case.snapshot, case.preemptor)
-        eligible, protected = eligible_of(session)
-        search = Search(session, eligible, protected, Budget(20_000))
+        search = search_of(tied_repair_case(seed), 20_000)
         search.run()
         if search.tie_cuts == 0:
             assert search.tie_tries <= search_module._TIE_TRIES, f"tied_repair_case({seed})"
