@@ -1364,8 +1364,8 @@ class Search:
         """New victims and their least weight for a repair that must not lose more work
         than the best plan, or None when no such repair exists.
 
-        Called when ``state`` already ties the best plan's lost work (less the
-        repair's own floor): then only candidates whose GPUs cost at most the
+        Called when a branch that has lost ``spent`` already ties the best plan's
+        lost work with the repair's own floor: then only candidates whose GPUs cost at most the
         lost work left to spend can help (at least one GPU each), and in a
         typical tie that is the jobs that lose nothing. The fewest of them that
         cover each excess, biggest first, and the lightest that many, bound the
