@@ -41,7 +41,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -184,13 +184,14 @@ class FirstCharges:
         self.jobs[node] = found
         return found
 
-    def slots(self, node: str, first: int) -> list[float]:
-        """Each further slot's lower bound on ``node`` when pods go to ranks ``first`` on."""
+    def slots(self, node: str, first: int, mine: frozenset[int] = _NONE) -> list[float]:
+        """Each further slot's lower bound on ``node`` when pods go to ranks ``first`` on,
+        with the jobs in ``mine`` (the branch touched them elsewhere) free."""
         charged = bisect.bisect_left(self._jobs_of(node).afters, first)
-        key = (node, charged, _NONE)
+        key = (node, charged, mine)
         found = self.cache.get(key)
         if found is None:
-            found = self._marginals(node, lambda job: job.after < first)
+            found = self._marginals(node, first, mine)
             self.cache[key] = found
         return found
 
@@ -213,19 +214,7 @@ class FirstCharges:
             {},
         )
 
-    def touched_slots(self, node: str, first: int, mine: frozenset[int]) -> list[float]:
-        """``slots``, with the jobs in ``mine`` (the branch touched them elsewhere) free."""
-        charged = bisect.bisect_left(self._jobs_of(node).afters, first)
-        key = (node, charged, mine)
-        found = self.cache.get(key)
-        if found is None:
-            found = self._marginals(
-                node, lambda job: job.after < first and job.candidate not in mine
-            )
-            self.cache[key] = found
-        return found
-
-    def _marginals(self, node: str, charged: Callable[[NodeJob], bool]) -> list[float]:
+    def _marginals(self, node: str, first: int, mine: frozenset[int]) -> list[float]:
         s, gpus = self.s, self.gpus
         free = s.node_free[node]
         options: list[list[tuple[int, float]]] = []
@@ -233,7 +222,7 @@ class FirstCharges:
         for job in self._jobs_of(node).jobs:
             held = sum(job.sizes)
             room += held
-            if not charged(job):
+            if job.after >= first or job.candidate in mine:  # charged elsewhere, or free
                 options.append([(held, 0.0)])
                 continue
             cand = s.candidates[job.candidate]
@@ -302,13 +291,11 @@ class FirstCharges:
         return marginals[0] if marginals else math.inf
 
     def _slots_of(self, node: str, first: int, touched: Touched) -> list[float]:
-        """``node``'s further slots as one branch sees them: ``touched_slots`` where the
-        branch touched some of its jobs, else ``slots`` (none where its jobs cannot make
-        one)."""
+        """``node``'s further slots as one branch sees them, with the jobs it touched
+        elsewhere free (none where its jobs cannot make one)."""
         if node not in self.open_nodes:
             return []
-        mine = touched.mine.get(node)
-        return self.slots(node, first) if mine is None else self.touched_slots(node, first, mine)
+        return self.slots(node, first, touched.mine.get(node, _NONE))
 
     def _smallest(
         self,
@@ -343,7 +330,7 @@ class FirstCharges:
             asked = (node, bisect.bisect_left(afters, first))
             costs = kept.get(asked)
             if costs is None:
-                costs = kept[asked] = self.touched_slots(node, first, jobs)
+                costs = kept[asked] = self.slots(node, first, jobs)
             take(costs)
         weak, refined = self.weak, self.refined
         nodes = touched.nodes

@@ -672,10 +672,12 @@ class Search:
             lost, victims = self._repair_bound(frame.found, frame.rank, partial)
             if self._beyond_best(state, 0, lost, victims):
                 return None
-            if (self.tie_cuts or self.tie_tries < _TIE_TRIES) and self._lost_ties(state, lost):
-                # Until it has cut once, for ``_TIE_TRIES`` tries; after, always.
+            left = None  # until it has cut once, for ``_TIE_TRIES`` tries; after, always
+            if self.tie_cuts or self.tie_tries < _TIE_TRIES:
+                left = self._tie_budget(state, lost)
+            if left is not None:
                 self.tie_tries += 1
-                tied = self._tied_repair(state.lost, frame.found, frame.rank, partial)
+                tied = self._tied_repair(left, frame.found, frame.rank, partial)
                 if tied is None or self._beyond_best(state, 0, lost, *tied):
                     self.tie_cuts += 1
                     return None
@@ -773,10 +775,10 @@ class Search:
             if tight and self._beyond_best(state, protected, lost, 1, self.node_weight[node_i]):
                 cutoff.past = (protected, lost)  # every way to make room here loses to the best
                 continue
+            node = names[node_i]
             if more_of_size and self.best is not None and self._first_bound_pays(gpus):
                 branch = branch or self._branch(state, gpus)
                 self.first_tries += 1
-                node = names[node_i]
                 if earlier is not None and earlier[0] <= rank[node_i] and node not in branch.skip:
                     # The slots the last try summed, from a rank no higher and with no more
                     # charges, bound those from this node's rank on: with this node's own
@@ -799,7 +801,6 @@ class Search:
                     if tight and count_protected and self._beyond_best(state, 0, later):
                         cutoff.untouched = True
                     continue
-            node = names[node_i]
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
                 if not self.budget.tick():
@@ -1343,20 +1344,22 @@ class Search:
             victims_bound = max(victims_bound, bisect.bisect_left(biggest, need))
         return lost_bound, victims_bound
 
-    def _lost_ties(self, state: State, lost: float) -> bool:
-        """Whether a plan below ``state`` that adds at least ``lost`` can at best tie the
-        best plan's protected victims and lost work, so that victims and weight decide."""
+    def _tie_budget(self, state: State, lost: float) -> float | None:
+        """The lost work a plan below ``state`` may still add and tie the best plan, when
+        adding at least ``lost`` it can at best tie the best's protected victims and lost
+        work (so that victims and weight decide); else None. The tie's tolerance is
+        ``_beyond_best``'s."""
         if self.best is None:
-            return False
+            return None
         best = self.best.cost
         slack = 1e-9 * max(1.0, abs(best.lost_gpu_seconds))
-        return (
-            state.protected == best.protected and state.lost + lost >= best.lost_gpu_seconds - slack
-        )
+        if state.protected != best.protected or state.lost + lost < best.lost_gpu_seconds - slack:
+            return None
+        return best.lost_gpu_seconds + slack - state.lost
 
     def _tied_repair(
         self,
-        spent: float,
+        budget: float,
         found: list[QueueViolation],
         first: int,
         partial: Mapping[int, frozenset[int]],
@@ -1364,17 +1367,15 @@ class Search:
         """New victims and their least weight for a repair that must not lose more work
         than the best plan, or None when no such repair exists.
 
-        Called when a branch that has lost ``spent`` already ties the best plan's
-        lost work with the repair's own floor: then only candidates whose GPUs cost at most the
-        lost work left to spend can help (at least one GPU each), and in a
+        Called when a branch already ties the best plan's lost work with the
+        repair's own floor, with ``budget`` left to lose (``_tie_budget``): then
+        only candidates whose GPUs cost at most that can help (at least one GPU
+        each), and in a
         typical tie that is the jobs that lose nothing. The fewest of them that
         cover each excess, biggest first, and the lightest that many, bound the
         victims and their weight far more tightly than all the subtree's jobs do.
         Pools of over ``_TIE_POOL_AT_MOST`` candidates keep the looser bound.
         """
-        assert self.best is not None  # ``_lost_ties`` said so
-        best = self.best.cost
-        budget = best.lost_gpu_seconds + 1e-9 * max(1.0, abs(best.lost_gpu_seconds)) - spent
         victims_bound, weight_bound = 0, 0.0
         for violation, need in zip(found, self._repair_needs(found, partial), strict=True):
             if need <= 0:

@@ -88,7 +88,7 @@ def test_a_job_the_branch_touched_elsewhere_is_free_on_the_nodes_it_left_alone()
     search, charges = charges_of(two_nodes_one_gang())
     first = min(("a", "b"), key=lambda node: charges.rank[node])
     gang = search.s.candidates[0].index
-    assert charges.touched_slots(first, 0, frozenset({gang})) == [0.0]
+    assert charges.slots(first, 0, frozenset({gang})) == [0.0]
 
 
 def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> None:

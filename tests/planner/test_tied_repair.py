@@ -64,7 +64,7 @@ def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int) -> tup
     monkeypatch.setattr(search_module, "_TIE_TRIES", 10**9)
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
-        off.setattr(Search, "_lost_ties", lambda self, state, lost: False)
+        off.setattr(Search, "_tie_budget", lambda self, state, lost: None)
 
     return with_and_without(monkeypatch, tied_repair_case, seeds, switch_off)
 
