@@ -17,13 +17,13 @@ import contextlib
 import gc
 from collections.abc import Iterator, Mapping, Sequence
 
-from gpuyield.agents.planner.eligibility import DEFAULT_RULES
+from gpuyield.agents.planner.eligibility import DEFAULT_RULES, judge_candidates
 from gpuyield.agents.planner.explain import describe_candidates, describe_victim, rule_verdicts
 from gpuyield.agents.planner.impossible import cannot_fit
 from gpuyield.agents.planner.queues import violations
 from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.search import Budget, Found, Search
-from gpuyield.agents.planner.session import CandidateFacts, PlanningSession, UnknownPreemptor
+from gpuyield.agents.planner.session import PlanningSession, UnknownPreemptor
 from gpuyield.agents.planner.weights import effective_weight, lost_seconds_per_gpu
 from gpuyield.schemas import (
     Action,
@@ -112,18 +112,16 @@ def _plan(
     as_is = _fits_as_is(session, limit) if session.to_place else None
     if as_is is not None:
         return as_is
-    judged = {
-        cand.index: _judge(session, cand, rules, every=explain) for cand in session.candidates
-    }
+    judged = judge_candidates(session, rules, every=explain)
+    eligible, protected = judged.eligible, judged.protected
 
     def candidates(evicted: Mapping[int, frozenset[int]]) -> tuple[Candidate, ...]:
         if not explain:
             return ()
         shared: dict[tuple[str, bool, str, bool], RuleVerdict] = {}
-        verdicts = {i: rule_verdicts(named, shared) for i, named in judged.items()}
+        verdicts = {i: rule_verdicts(named, shared) for i, named in judged.verdicts.items()}
         return describe_candidates(session, verdicts, evicted)
 
-    eligible, protected = _eligible(judged)
     header = (
         f"{_needs(session, job)}; "
         f"{len(eligible)} of {len(session.candidates)} jobs holding GPUs are eligible victims"
@@ -219,14 +217,6 @@ def _fits_as_is(session: PlanningSession, limit: int) -> Plan | None:
     return _feasible_plan(session, found, frozenset(), (), header, search_line, stats)
 
 
-def _eligible(
-    judged: Mapping[int, list[tuple[str, Verdict]]],
-) -> tuple[list[int], frozenset[int]]:
-    """The candidates no rule refused, and those of them a rule allowed only as a last resort."""
-    eligible = [i for i, named in judged.items() if all(v.allowed for _, v in named)]
-    return eligible, frozenset(i for i in eligible if any(v.protected for _, v in judged[i]))
-
-
 def _needs(session: PlanningSession, job: Job) -> str:
     """What the preemptor asks for, the first words of every plan's header."""
     needed = sum(p.gpus for p in session.to_place)
@@ -260,21 +250,6 @@ def _search(
     found = Search(session, eligible, protected, second).run()
     total = Budget(limit, steps=first.steps + second.steps, exhausted=second.exhausted)
     return found, total
-
-
-def _judge(
-    session: PlanningSession, cand: CandidateFacts, rules: Sequence[Rule], *, every: bool
-) -> list[tuple[str, Verdict]]:
-    """Each rule's verdict on ``cand``; without ``every``, stop at the first refusal."""
-    named: list[tuple[str, Verdict]] = []
-    for rule in rules:
-        verdict = rule.judge(session, cand)
-        if verdict is None:
-            continue
-        named.append((rule.name, verdict))
-        if not verdict.allowed and not every:
-            break
-    return named
 
 
 def _feasible_plan(

@@ -13,6 +13,9 @@ decision records why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import NamedTuple
+
 from gpuyield.agents.planner.rules import Rule, Verdict
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 
@@ -180,3 +183,44 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     WeightWithinQueue(),
     ReclaimAcrossQueues(),
 )
+
+
+class Judged(NamedTuple):
+    """Every candidate's verdicts (by candidate index), and what they make of it."""
+
+    verdicts: dict[int, list[tuple[str, Verdict]]]  # (rule name, verdict), in the rules' order
+    eligible: list[int]  # no rule refused it, in candidate order
+    protected: frozenset[int]  # eligible, but a rule allows it only as a last resort
+
+
+def judge_candidates(session: PlanningSession, rules: Sequence[Rule], *, every: bool) -> Judged:
+    """Each rule's verdict on each candidate; without ``every``, a candidate's verdicts stop
+    at the first refusal (nothing after it can make the candidate eligible again).
+
+    Eligibility is read off as the verdicts come rather than in a second pass:
+    at 10,000 nodes this judges 30,000 candidates on every plan.
+    """
+    judges = [(rule.name, rule.judge) for rule in rules]
+    verdicts: dict[int, list[tuple[str, Verdict]]] = {}
+    eligible: list[int] = []
+    protected: list[int] = []
+    for cand in session.candidates:
+        named: list[tuple[str, Verdict]] = []
+        allowed, shielded = True, False
+        for name, judge in judges:
+            verdict = judge(session, cand)
+            if verdict is None:
+                continue
+            named.append((name, verdict))
+            if not verdict.allowed:
+                allowed = False
+                if not every:
+                    break
+            elif verdict.protected:
+                shielded = True
+        verdicts[cand.index] = named
+        if allowed:
+            eligible.append(cand.index)
+            if shielded:
+                protected.append(cand.index)
+    return Judged(verdicts, eligible, frozenset(protected))

@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from gpuyield.agents.planner import DEFAULT_RULES, _eligible, _judge, plan
+from gpuyield.agents.planner import DEFAULT_RULES, plan
+from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.search import Budget, Search
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Plan
@@ -29,8 +30,8 @@ def search_of(case: Case, budget: int) -> Search:
 
 def eligible_of(session: PlanningSession) -> tuple[list[int], frozenset[int]]:
     """The eligible candidates and the protected ones among them, judged as a plan judges."""
-    judged = {c.index: _judge(session, c, DEFAULT_RULES, every=False) for c in session.candidates}
-    return _eligible(judged)
+    judged = judge_candidates(session, DEFAULT_RULES, every=False)
+    return judged.eligible, judged.protected
 
 
 def the_plan(plan_: Plan) -> tuple[object, ...]:

@@ -9,11 +9,14 @@ fails if that rule were dropped from the planner.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import pytest
 from builders import HOUR, NOW, JobBuilder, a_job, a_node, a_pod, a_policy, a_queue, a_snapshot
 
-from gpuyield.agents.planner import effective_weight, plan
+from gpuyield.agents.planner import DEFAULT_RULES, effective_weight, plan
+from gpuyield.agents.planner.eligibility import judge_candidates
+from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import JobState, Plan, Policy, Queue, Snapshot
 
 # --------------------------------------------------------------------------- helpers
@@ -673,3 +676,48 @@ def test_an_explained_plan_reads_back_as_itself_with_each_candidate_s_own_verdic
     assert len({id(v) for v in preemptable}) == 1
     cooldowns = {v.reason for c in result.candidates for v in c.verdicts if v.rule == "cooldown"}
     assert len(cooldowns) == 4  # each started at its own time: its own words
+
+
+# --------------------------------------------------------------------------- judging all
+
+
+def three_candidates() -> PlanningSession:
+    """In queue 'theirs' (over its guarantee): 'light' (a plain victim), 'heavy' (outweighs
+    the preemptor: protected) and 'pinned' (not preemptable, and in its cooldown)."""
+    snapshot = reclaim_case(
+        victim=a_job("light").priority(100).started(NOW - HOUR),
+        extra_nodes=("n2", "n3"),
+        extra_jobs=(
+            a_job("heavy").priority(5000).in_queue("theirs").running(pods=[("n2", 8)]),
+            a_job("pinned")
+            .not_preemptable()
+            .in_queue("theirs")
+            .running(pods=[("n3", 8)], started_at=NOW - 10),
+        ),
+    )
+    return PlanningSession.open(snapshot, "urgent")
+
+
+def names(session: PlanningSession, indexes: Iterable[int]) -> list[str]:
+    return [session.candidates[i].name for i in indexes]
+
+
+def test_judging_all_candidates_lists_the_eligible_and_the_protected_among_them() -> None:
+    session = three_candidates()
+    judged = judge_candidates(session, DEFAULT_RULES, every=False)
+    assert names(session, judged.eligible) == ["heavy", "light"]
+    assert names(session, judged.protected) == ["heavy"]
+
+
+def test_judging_stops_at_a_candidates_first_refusal_unless_every_verdict_is_asked() -> None:
+    session = three_candidates()
+    (pinned,) = (c.index for c in session.candidates if c.name == "pinned")
+    first = judge_candidates(session, DEFAULT_RULES, every=False).verdicts[pinned]
+    every = judge_candidates(session, DEFAULT_RULES, every=True).verdicts[pinned]
+    assert [(name, v.allowed) for name, v in first] == [("preemptable", False)]
+    assert [(name, v.allowed) for name, v in every] == [
+        ("preemptable", False),
+        ("cooldown", False),
+        ("eviction-limit", True),
+        ("reclaim", True),
+    ]
