@@ -16,7 +16,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -25,6 +24,7 @@ from rich.table import Table
 
 from gpuyield.audit_command import parse_time
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import Alert, AlertKind
@@ -78,9 +78,7 @@ def alerts_command(
     alertmanager: Annotated[
         str | None, typer.Option("--alertmanager", help="Forward to Alertmanager at this URL.")
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
     loglevel: Annotated[str, typer.Option(help="Log level (forwarding).")] = "info",
 ) -> None:
     """Print the alert stream, or forward it to a webhook or Alertmanager."""

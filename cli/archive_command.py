@@ -12,12 +12,12 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.archive import Archive, Archiver
@@ -40,9 +40,7 @@ def archive_command(
     flush_s: Annotated[
         float, typer.Option(min=0.1, help="Seconds a partial batch waits before it is written.")
     ] = 10.0,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
     metrics_port: MetricsPort = None,
 ) -> None:

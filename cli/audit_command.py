@@ -10,7 +10,6 @@ import json
 import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -19,6 +18,7 @@ from rich.table import Table
 
 from gpuyield.agents.controller.audit import TOPIC_MODELS, JobHistory, Recorded, history
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import ArchiveSource, KafkaSource, SettingsFile
 from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.archive import Archive
@@ -148,12 +148,8 @@ def render(found: JobHistory, console: Console) -> None:
 
 def audit_command(
     job: Annotated[str, typer.Argument(help="The job, namespace/name.")],
-    archive: Annotated[
-        str | None, typer.Option("--archive", help="Read the archive at DIR (or URL).")
-    ] = None,
-    bootstrap: Annotated[
-        str | None, typer.Option("--bootstrap", help="Read Kafka at host:port[,host:port].")
-    ] = None,
+    archive: ArchiveSource = None,
+    bootstrap: KafkaSource = None,
     since: Annotated[
         str | None, typer.Option(help="From this time (Unix seconds or ISO 8601).")
     ] = None,
@@ -161,9 +157,7 @@ def audit_command(
         str | None, typer.Option(help="Up to this time (Unix seconds or ISO 8601).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the history as JSON.")] = False,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
 ) -> None:
     """Print one job's history: progress, the decisions that weighed it, its yields."""
     settings = settings_or_fail(config)

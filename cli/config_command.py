@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -27,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gpuyield.cli_options import SettingsFile
 from gpuyield.schemas.config import knob_value
 from gpuyield.service_io import traced_settings_or_fail
 from gpuyield.streams.settings import (
@@ -41,10 +41,7 @@ from gpuyield.streams.settings import (
 
 
 def config_command(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines)."),
-    ] = None,
+    config: SettingsFile = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the settings as JSON instead of a table.")
     ] = False,

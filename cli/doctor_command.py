@@ -29,6 +29,7 @@ from rich.table import Table
 
 from gpuyield.agents.controller.doctor import DoctorFinding, diagnose
 from gpuyield.cli_io import fail, read_source
+from gpuyield.cli_options import SettingsFile
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.settings import Settings
 
@@ -77,9 +78,7 @@ def doctor_command(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per finding.")] = False,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
 ) -> None:
     """Check the cluster (or a dump of it) for the mistakes that break graceful preemption."""
     settings = settings_or_fail(config)

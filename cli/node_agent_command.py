@@ -43,6 +43,7 @@ from gpuyield.agents.node.signalling import Signaller
 from gpuyield.agents.node.suspenders import JobSuspender, LocalJobSuspender
 from gpuyield.agents.node.volcano import VolcanoJobSuspender
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import read_endpoints
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.broker_state import guard_broker, observe
@@ -100,9 +101,7 @@ def node_agent_command(
     kubeconfig: Annotated[
         str | None, typer.Option(help="Kubeconfig file (default: in-cluster, then ~/.kube/config).")
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
     metrics_port: MetricsPort = None,
 ) -> None:

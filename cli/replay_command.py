@@ -39,6 +39,7 @@ from gpuyield.agents.controller.replay import (
 )
 from gpuyield.audit_command import parse_time
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import ArchiveSource, KafkaSource, SettingsFile
 from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.config import KNOBS, ControllerConfig, with_knobs
 from gpuyield.schemas.errors import explain_validation_error
@@ -135,12 +136,8 @@ def knob_values(policy: Path | None, settings: list[str]) -> dict[str, Any]:
 
 
 def replay_command(
-    archive: Annotated[
-        str | None, typer.Option("--archive", help="Read the archive at DIR (or URL).")
-    ] = None,
-    bootstrap: Annotated[
-        str | None, typer.Option("--bootstrap", help="Read Kafka at host:port[,host:port].")
-    ] = None,
+    archive: ArchiveSource = None,
+    bootstrap: KafkaSource = None,
     since: Annotated[
         str | None, typer.Option(help="Compare from this time (Unix seconds or ISO 8601).")
     ] = None,
@@ -165,9 +162,7 @@ def replay_command(
         bool, typer.Option("--all", help="List identical decisions and commands too.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
 ) -> None:
     """Re-run the decider over the recorded inputs and compare with what it decided then."""
     loaded = settings_or_fail(config)

@@ -11,7 +11,6 @@ import json
 import sys
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import redis
@@ -20,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import read_endpoints
 from gpuyield.service_io import settings_or_fail
 from gpuyield.streams.live_view_store import read_agents, read_view
@@ -37,9 +37,7 @@ def _when(at: float | None, now: float) -> str:
 
 
 def status_command(
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the view as JSON.")] = False,
 ) -> None:
     """Show jobs with their weights and cooldowns, pending demand, and yields in flight."""

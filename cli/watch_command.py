@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import logging
 import signal
-from pathlib import Path
 from typing import Annotated, Any
 
 import kubernetes.client
@@ -23,6 +22,7 @@ from aiokafka.errors import KafkaError
 from kubernetes.config.config_exception import ConfigException
 
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import recorded_bootstrap
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import KubeEvent
@@ -48,9 +48,7 @@ def watch_command(
         list[str] | None,
         typer.Option("--namespace", "-n", help="Watch only these namespaces (repeatable)."),
     ] = None,
-    config: Annotated[
-        Path | None, typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines).")
-    ] = None,
+    config: SettingsFile = None,
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "info",
 ) -> None:
     """Watch nodes, pods and Volcano objects; publish every change to Kafka."""

@@ -31,6 +31,7 @@ from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.view_pacing import ViewPacer
 from gpuyield.agents.worker.volcano_check import startup_check
 from gpuyield.cli_io import fail
+from gpuyield.cli_options import SettingsFile
 from gpuyield.endpoints import Endpoints, endpoints_path
 from gpuyield.service_io import MetricsPort, configure_logging, metrics_served, settings_or_fail
 from gpuyield.streams.broker_state import RECORD_FILE as BROKER_RECORD
@@ -116,10 +117,7 @@ def controller_config(settings: Settings) -> ControllerConfig:
 
 
 def worker_command(
-    config: Annotated[
-        Path | None,
-        typer.Option("--config", help="Settings file (GPUYIELD_NAME=value lines)."),
-    ] = None,
+    config: SettingsFile = None,
     tick_s: Annotated[
         float, typer.Option(min=0.1, help="Seconds between ticks (deadline resolution).")
     ] = 2.0,
