@@ -28,7 +28,7 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Set
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -170,6 +170,76 @@ class _PodIndex(NamedTuple):
             bound,
             [lightest.get(n, 0.0) for n in session.node_names],
         )
+
+
+_WHOLES_AT_MOST = 4
+"""``_floor_by_units`` tries every subset of a node's jobs that go only whole up to this many
+(16 subsets); with more, ``_floor`` runs its knapsack."""
+
+FloorJob = tuple[int, int, float, float]
+"""One job on a node, as ``_floor`` costs it: (GPUs it may give there one by one, GPUs it holds
+there, its loss rate, its whole job's lost work)."""
+
+
+def _floor_knapsack(jobs: Sequence[FloorJob], need: int) -> float:
+    """The least lost work of ``jobs`` that frees at least ``need`` GPUs: a knapsack in which
+    each job gives up to its first number of GPUs at its rate, or all it holds at its whole
+    cost. Freeing more than ``x`` at the rate never beats freeing ``x`` (rates are never
+    negative), so only amounts up to ``x`` are tried for ``x``."""
+    best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
+    for alone, on, rate, whole in jobs:
+        nxt = list(best)
+        for x in range(1, need + 1):
+            least = nxt[x]
+            for freed in range(1, min(alone, x) + 1):
+                cost = best[x - freed] + freed * rate
+                if cost < least:
+                    least = cost
+            cost = best[max(0, x - on)] + whole  # the whole job
+            if cost < least:
+                least = cost
+            nxt[x] = least
+        best = nxt
+    return best[need]
+
+
+def _floor_by_units(jobs: Sequence[FloorJob], need: int) -> float | None:
+    """``_floor_knapsack``'s answer without the knapsack, when every job either gives any of
+    its GPUs there one by one or only all of them at once (its gang breaks); None when one
+    may give some but not all (its surplus), or more than ``_WHOLES_AT_MOST`` go only whole.
+
+    GPUs that go one by one differ only in their rate, so the cheapest ``x`` of them free
+    ``x`` GPUs for the least (a job's whole never beats its own GPUs at its rate: it costs
+    the GPUs it holds elsewhere too). The answer is then the least, over the subsets of the
+    jobs that go whole, of their cost plus the cheapest GPUs for the rest: on the bench most
+    nodes are of this kind, and this takes half the knapsack's time. Sums may round
+    apart from the knapsack's in the last bit: the floor is a bound and an order, and the
+    search compares bounds with a tolerance.
+    """
+    rates: list[float] = []
+    wholes: list[tuple[int, float]] = []
+    for alone, held, rate, whole in jobs:
+        if alone >= held:
+            rates.extend([rate] * held)
+        elif alone == 0:
+            wholes.append((held, whole))
+        else:
+            return None
+    if len(wholes) > _WHOLES_AT_MOST:
+        return None
+    rates.sort()
+    cheapest = list(itertools.accumulate(rates[:need], initial=0.0))  # [x]: the x cheapest
+    least = math.inf
+    for taken in itertools.product((False, True), repeat=len(wholes)):
+        freed, cost = 0, 0.0
+        for (held, whole), take in zip(wholes, taken, strict=True):
+            if take:
+                freed += held
+                cost += whole
+        rest = max(0, need - freed)
+        if rest < len(cheapest) and cost + cheapest[rest] < least:
+            least = cost + cheapest[rest]
+    return least
 
 
 def _common_weight(shares: list[float], m: int) -> float:
@@ -1032,7 +1102,8 @@ class Search:
         or its whole job for all its GPUs there. Freeing more than ``x`` at
         the rate never beats freeing ``x`` (rates are never negative), so
         only amounts up to ``x`` are tried for ``x``: at 10,000 nodes this
-        runs for every node once per search.
+        runs for every node once per search, and most nodes' jobs take the
+        shortcut of ``_floor_by_units``.
         """
         per: dict[int, list[int]] = {}  # candidate -> its pods' GPUs on the node
         for g in self.groups.get(node, ()):
@@ -1059,21 +1130,8 @@ class Search:
             jobs.append((alone, on, rate, whole))
         if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
             return clear if need == held else math.inf
-        best = [0.0] + [math.inf] * need  # best[x]: least cost to free at least x GPUs
-        for alone, on, rate, whole in jobs:
-            nxt = list(best)
-            for x in range(1, need + 1):
-                least = nxt[x]
-                for freed in range(1, min(alone, x) + 1):
-                    cost = best[x - freed] + freed * rate
-                    if cost < least:
-                        least = cost
-                cost = best[max(0, x - on)] + whole  # the whole job
-                if cost < least:
-                    least = cost
-                nxt[x] = least
-            best = nxt
-        return best[need]
+        found = _floor_by_units(jobs, need)
+        return _floor_knapsack(jobs, need) if found is None else found
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.

@@ -17,7 +17,15 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuyield.agents.planner.search import Search, State, _common_weight
+from gpuyield.agents.planner.search import (
+    _WHOLES_AT_MOST,
+    FloorJob,
+    Search,
+    State,
+    _common_weight,
+    _floor_by_units,
+    _floor_knapsack,
+)
 from planner.reference import reference_plan
 from planner.searches import every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
@@ -184,3 +192,44 @@ def test_the_nodes_a_plan_can_use_never_carry_more_than_the_whole_job_on_seeded_
 @given(any_cases())
 def test_a_node_never_frees_room_for_less_than_its_floor(case: Case) -> None:
     assert_floors_are_lower_bounds(case)
+
+
+@st.composite
+def node_jobs(draw: st.DrawFn, kinds: tuple[str, ...] = ("one by one", "whole")) -> FloorJob:
+    """A job on a node as ``_floor`` costs it: its GPUs there go one by one, only whole
+    (its gang breaks), or a surplus of them one by one and the rest only with the whole."""
+    kind = draw(st.sampled_from(kinds))
+    held = draw(st.integers(1, 8))
+    rate = draw(st.sampled_from([0.0, 1.0, 37.5, 600.0, 3601.25]))
+    elsewhere = draw(st.integers(0, 16))  # its GPUs on other nodes
+    if kind == "one by one":
+        alone = held
+    elif kind == "whole":
+        alone = 0
+    else:
+        alone = draw(st.integers(1, max(1, held - 1)))
+    return (alone, held, rate, (held + elsewhere) * rate)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.lists(node_jobs(), max_size=_WHOLES_AT_MOST + 2), st.integers(1, 8))
+def test_the_floor_without_a_knapsack_is_the_knapsacks_answer(
+    jobs: list[FloorJob], need: int
+) -> None:
+    found = _floor_by_units(jobs, need)
+    if sum(1 for alone, _, _, _ in jobs if alone == 0) > _WHOLES_AT_MOST:
+        assert found is None, "too many jobs that go whole: the knapsack answers"
+        return
+    assert found is not None
+    expected = _floor_knapsack(jobs, need)
+    assert found == expected or math.isclose(found, expected, rel_tol=1e-12), (found, expected)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(node_jobs(("surplus",)), min_size=1, max_size=3), st.integers(1, 8))
+def test_a_job_that_gives_part_of_its_gpus_leaves_the_floor_to_the_knapsack(
+    jobs: list[FloorJob], need: int
+) -> None:
+    if all(alone in (0, held) for alone, held, _, _ in jobs):
+        return  # single-GPU jobs: no part to give
+    assert _floor_by_units(jobs, need) is None
