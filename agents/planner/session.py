@@ -102,21 +102,28 @@ class PlanningSession:
         """
         now, policy = self.snapshot.now, self.snapshot.policy
         mine = self.preemptor.queue if self.preemptor is not None else None
-        return tuple(
-            CandidateFacts(
-                index=index,
-                job=j,
-                pods=tuple(sorted([ActivePod(p.name, p.node or "", p.gpus) for p in pods])),
-                min_running=j.gang_min,
-                w_eff=effective_weight(j, now, policy),
-                lost_per_gpu_s=lost_seconds_per_gpu(j, now),
-                same_queue=j.queue == mine,
-                name=name,
-                queue=j.queue,
-                gpus=total,
+        facts = []
+        for index, (name, j, pods, total) in enumerate(self.holding):
+            active = [ActivePod(p.name, p.node or "", p.gpus) for p in pods]
+            if len(active) > 1:
+                active.sort()
+            # Positional, in the fields' order: keywords cost a sixth of this loop, which
+            # runs for 30,000 jobs at 10,000 nodes.
+            facts.append(
+                CandidateFacts(
+                    index,
+                    j,
+                    tuple(active),
+                    j.gang_min,  # min_running
+                    effective_weight(j, now, policy),  # w_eff
+                    lost_seconds_per_gpu(j, now),  # lost_per_gpu_s
+                    j.queue == mine,  # same_queue
+                    name,
+                    j.queue,
+                    total,  # gpus
+                )
             )
-            for index, (name, j, pods, total) in enumerate(self.holding)
-        )
+        return tuple(facts)
 
     @property
     def now(self) -> float:
