@@ -871,15 +871,10 @@ class Search:
             if more_of_size and self.best is not None and self._first_bound_pays(gpus):
                 branch = branch or self._branch(state, gpus)
                 self.first_tries += 1
-                if earlier is not None and earlier[0] <= rank[node_i] and node not in branch.skip:
-                    # The slots the last try summed, from a rank no higher and with no more
-                    # charges, bound those from this node's rank on: with this node's own
-                    # slot, a bound that needs no walk. Where it cuts, so would the walk.
-                    charges = self._first_charges(gpus)
-                    own = charges.first_slot(node, rank[node_i], self._touched_of(branch, charges))
-                    if self._beyond_best(state, 0, own + math.fsum(earlier[1][:-1])):
-                        self.first_cuts += 1
-                        continue
+                reused = self._reused_first_bound(branch, gpus, node, rank[node_i], earlier)
+                if reused is not None and self._beyond_best(state, 0, reused):
+                    self.first_cuts += 1  # where it cuts, so would the walk
+                    continue
                 here, later, summed = self._first_bounds(state, branch, i, node, rank[node_i])
                 if len(summed) > 1:
                     earlier = (rank[node_i], summed)
@@ -1237,6 +1232,31 @@ class Search:
         return gpus in self.first_charges or self.budget.steps >= max(
             len(self.s.node_names) // 4, _FIRST_AFTER
         )
+
+    def _reused_first_bound(
+        self,
+        branch: _Branch,
+        gpus: int,
+        node: str,
+        at: int,
+        earlier: tuple[int, list[float]] | None,
+    ) -> float | None:
+        """The first-node bound with a pod of ``gpus`` on ``node`` (of rank ``at``) from the
+        slots the last try summed (``earlier``: its rank, and those slots), or None where
+        they do not bound it.
+
+        The slots summed from a rank no higher than ``at``, with no more charges, bound
+        those from ``at`` on: with this node's own slot, a bound that needs no walk. From a
+        higher rank they do not: fewer nodes competed there, so their sum can exceed the
+        cheapest from ``at`` (nodes come in rank order only while no protected victim is
+        taken; after, in floor order). Nor for a node the branch changed: its slots are
+        among those summed.
+        """
+        if earlier is None or earlier[0] > at or node in branch.skip:
+            return None
+        charges = self._first_charges(gpus)
+        own = charges.first_slot(node, at, self._touched_of(branch, charges))
+        return own + math.fsum(earlier[1][:-1])
 
     def _first_bounds(
         self, state: State, branch: _Branch, i: int, node: str, first: int
