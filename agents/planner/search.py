@@ -761,7 +761,8 @@ class Search:
             frame.rank = frame.ranks[frame.next_rank]
             frame.next_rank += 1
             partial = {c: state.evicted[c] for c in state.partial}
-            lost, victims = self._repair_bound(frame.found, frame.rank, partial)
+            needs = self._repair_needs(frame.found, partial)
+            lost, victims = self._repair_bound(frame.found, frame.rank, needs)
             if self._beyond_best(state, 0, lost, victims):
                 return None
             left = None  # until it has cut once, for ``_TIE_TRIES`` tries; after, always
@@ -769,7 +770,7 @@ class Search:
                 left = self._tie_budget(state, lost)
             if left is not None:
                 self.tie_tries += 1
-                tied = self._tied_repair(left, frame.found, frame.rank, partial)
+                tied = self._tied_repair(left, frame.found, frame.rank, needs)
                 if tied is None or self._beyond_best(state, 0, lost, *tied):
                     self.tie_cuts += 1
                     return None
@@ -1401,6 +1402,8 @@ class Search:
         """Per violation, the GPUs new victims must free: its excess less what the victims
         that keep some pods (``partial``) still hold in its subtree, since more of theirs
         adds no victim."""
+        if not partial:
+            return [violation.excess for violation in found]
         ancestors, candidates = self.s.tree.ancestors, self.s.candidates
         needs = []
         for violation in found:
@@ -1413,7 +1416,7 @@ class Search:
         return needs
 
     def _repair_bound(
-        self, found: list[QueueViolation], first: int, partial: Mapping[int, frozenset[int]]
+        self, found: list[QueueViolation], first: int, needs: list[int]
     ) -> tuple[float, int]:
         """Lower bounds on the lost work and new victims of repairing every violation.
 
@@ -1423,14 +1426,12 @@ class Search:
         fractional knapsack), never costs more than a real repair; GPUs
         already evicted are counted as still on offer, which only lowers the
         bound, so it comes from prefix sums in logarithmic time. New victims:
-        the biggest jobs that cover what is left once today's victims there
-        give up what they still hold (``_repair_needs``). Infinite lost work when the
-        subtree cannot cover D at all.
+        the biggest jobs that cover each of ``needs``, what is left once
+        today's victims there give up what they still hold (``_repair_needs``).
+        Infinite lost work when the subtree cannot cover D at all.
         """
         lost_bound, victims_bound = 0.0, 0
-        needs = self._repair_needs(found, partial) if partial else None
-        for n, violation in enumerate(found):
-            need = violation.excess if needs is None else needs[n]
+        for violation, need in zip(found, needs, strict=True):
             ranks, gpus, lost = self.subtree_prefix.get(violation.queue, ((), (0,), (0.0,)))
             at = bisect.bisect_left(ranks, first)
             target = gpus[at] + violation.excess
@@ -1462,7 +1463,7 @@ class Search:
         budget: float,
         found: list[QueueViolation],
         first: int,
-        partial: Mapping[int, frozenset[int]],
+        needs: list[int],
     ) -> tuple[int, float] | None:
         """New victims and their least weight for a repair that must not lose more work
         than the best plan, or None when no such repair exists.
@@ -1475,9 +1476,10 @@ class Search:
         cover each excess, biggest first, and the lightest that many, bound the
         victims and their weight far more tightly than all the subtree's jobs do.
         Pools of over ``_TIE_POOL_AT_MOST`` candidates keep the looser bound.
+        ``needs``: per violation, the GPUs new victims must free (``_repair_needs``).
         """
         victims_bound, weight_bound = 0, 0.0
-        for violation, need in zip(found, self._repair_needs(found, partial), strict=True):
+        for violation, need in zip(found, needs, strict=True):
             if need <= 0:
                 continue  # no new victim needed here: 0 victims, 0 weight
             ranks = self.subtree_ranks.get(violation.queue, ())
@@ -1631,7 +1633,7 @@ class Search:
                     partial[c] = new
                 else:
                     partial.pop(c, None)
-            floor = self._repair_bound(found, state.repair_from, partial)
+            floor = self._repair_bound(found, state.repair_from, self._repair_needs(found, partial))
         if self._beyond_best(state, delta[0], delta[1] + floor[0], delta[2] + floor[1]):
             return None
         return floor
