@@ -253,8 +253,7 @@ class FirstCharges:
         ``touched`` the untouched nodes that hold a job the branch touched,
         costed with those jobs free. Infinity when there are not enough slots.
         """
-        kept = self._smallest(fresh, [], short, first, skip, touched, None)
-        return math.fsum(kept) if len(kept) == short else math.inf
+        return _summed(self._smallest(fresh, [], short, first, skip, touched, None), short)
 
     def cheapest_with(
         self,
@@ -275,14 +274,15 @@ class FirstCharges:
         marginals = self._slots_of(forced, first, touched)
         if not marginals:
             kept = self._smallest(fresh, [], short, first, skip, touched, None)
-            return math.inf, math.fsum(kept) if len(kept) == short else math.inf, kept
+            return math.inf, _summed(kept, short), kept
         own = marginals[0]
         kept = self._smallest(fresh, marginals[1:], short, first, skip, touched, forced)
-        with_it = own + math.fsum(kept[: max(0, short - 1)]) if len(kept) >= short - 1 else math.inf
+        rest = max(0, short - 1)
+        with_it = own + _summed(kept[:rest], rest)
         if short <= 0:
             return own, 0.0, []
         without = sorted([*kept, own])[:short]
-        return with_it, math.fsum(without) if len(without) == short else math.inf, without
+        return with_it, _summed(without, short), without
 
     def first_slot(self, node: str, first: int, touched: Touched) -> float:
         """What ``node``'s first further slot costs when pods go to ranks ``first`` on
@@ -360,3 +360,8 @@ class FirstCharges:
             skipped = 0
             take(self.slots(node, first))
         return best
+
+
+def _summed(slots: list[float], count: int) -> float:
+    """The sum of ``count`` slots, or infinity when there are fewer: the pods do not fit."""
+    return math.fsum(slots) if len(slots) == count else math.inf
