@@ -76,6 +76,15 @@ class PodGroup(Protocol):
     def pods(self) -> tuple[int, ...]: ...
 
 
+def pod_sizes(groups: Iterable[PodGroup]) -> dict[int, list[int]]:
+    """Per candidate, the GPUs of each of its pods in ``groups`` (one node's pods): the
+    shape every per-node bound weighs a job's surplus and gang by (``surplus_gpus``)."""
+    sizes: dict[int, list[int]] = {}
+    for g in groups:
+        sizes.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
+    return sizes
+
+
 class _Jobs(NamedTuple):
     jobs: tuple[NodeJob, ...]
     afters: tuple[int, ...]  # their ``after``, sorted
@@ -170,11 +179,8 @@ class FirstCharges:
         if found is not None:
             return found
         rank, mine = self.rank, self.rank[node]
-        sizes: dict[int, list[int]] = {}
-        for g in self.groups[node]:
-            sizes.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
         jobs = []
-        for c, held in sizes.items():
+        for c, held in pod_sizes(self.groups[node]).items():
             after = -1
             if self.first_rank[c] < mine:
                 nodes = self.s.candidates[c].pods

@@ -39,7 +39,7 @@ from gpuyield.agents.planner.bundles import (
     reprieves,
     surplus_gpus,
 )
-from gpuyield.agents.planner.first_charges import FirstCharges, Touched
+from gpuyield.agents.planner.first_charges import FirstCharges, Touched, pod_sizes
 from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.objective import Cost, cost_of
 from gpuyield.agents.planner.placement import can_host, fit_key, pack
@@ -613,11 +613,8 @@ class Search:
         GPUs, a relaxation); all of its pods there, when that breaks the gang,
         at ``_closure_charge``.
         """
-        on_node: dict[int, list[int]] = {}
-        for g in self.groups.get(node, ()):
-            on_node.setdefault(g.candidate, []).extend([g.gpus] * len(g.pods))
         out: list[list[tuple[int, float]]] = []
-        for c, sizes in on_node.items():
+        for c, sizes in pod_sizes(self.groups.get(node, ())).items():
             cand = self.s.candidates[c]
             held = sum(sizes)
             some = surplus_gpus(cand, sizes)
@@ -1101,12 +1098,7 @@ class Search:
         runs for every node once per search, and most nodes' jobs take the
         shortcut of ``_floor_by_units``.
         """
-        per: dict[int, list[int]] = {}  # candidate -> its pods' GPUs on the node
-        for g in self.groups.get(node, ()):
-            sizes = per.get(g.candidate)
-            if sizes is None:
-                per[g.candidate] = sizes = []
-            sizes.extend([g.gpus] * len(g.pods))
+        per = pod_sizes(self.groups.get(node, ()))
         held, clear = 0, 0.0
         jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
         candidates = self.s.candidates
