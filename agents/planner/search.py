@@ -42,6 +42,7 @@ from gpuyield.agents.planner.bundles import (
 from gpuyield.agents.planner.first_charges import FirstCharges, Touched, pod_sizes
 from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
 from gpuyield.agents.planner.objective import Cost, cost_of
+from gpuyield.agents.planner.pair_bound import Changed, PairTable
 from gpuyield.agents.planner.placement import can_host, fit_key, pack
 from gpuyield.agents.planner.queues import QueueViolation, violations
 from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
@@ -61,6 +62,11 @@ tries, and where it never cuts it was tried up to 4,160 times, 20 % of that sear
 
 _TIE_POOL_AT_MOST = 256
 """Candidates a tied repair (``Search._tied_repair``) sorts at most per queue and rank."""
+
+_PAIR_TRIES = 64
+"""States with two identical pods left where the pair bound (``Search._last_pair_bound``) is
+computed before a search that it has not cut stops computing it: where it cuts on the
+bench it first does within 10 states, and it was built for searches that run on."""
 
 Changes = dict[int, frozenset[int]]
 DeltaCost = tuple[int, float, int, float]
@@ -481,6 +487,8 @@ class Search:
         self.floor_orders: dict[tuple[int, bool], _FloorOrder] = {}
         self.first_charges: dict[int, FirstCharges] = {}
         self.first_tries = self.first_cuts = 0  # the first-node bound: computed, and cut
+        self.pair_tables: dict[int, PairTable | None] = {}
+        self.pair_tries = self.pair_cuts = 0  # the pair bound: computed, and cut
         self.last_branch: tuple[State, int, _Branch] | None = None
         self.spot_cache: dict[tuple[_Offer, int, int], list[float]] = {}
         self.tables = {size: self._size_table(size) for size in {p.gpus for p in session.to_place}}
@@ -792,6 +800,12 @@ class Search:
         s, pod = self.s, self.s.to_place[i]
         if self._beyond_best(state, 0, self._remaining_bound(state, i)):
             return
+        pair = self._last_pair_bound(state, i)
+        if pair is not None:
+            self.pair_tries += 1
+            if self._beyond_best(state, 0, pair):
+                self.pair_cuts += 1
+                return
         first = 0
         if i > 0 and s.to_place[i - 1].gpus == pod.gpus:
             first = state.last_node  # identical pods go to nodes in order: no mirror plans
@@ -1289,6 +1303,91 @@ class Search:
             )
             self.first_charges[gpus] = found
         return found
+
+    def _last_pair_bound(self, state: State, i: int) -> float | None:
+        """The pair bound (``pair_bound``) on the last two pods, or None where it is not asked.
+
+        Asked when they are identical, each needs a node of its own, and the search has
+        run long enough for the table to pay (the rule of ``_first_bound_pays``); a
+        search where it has cut nothing in ``_PAIR_TRIES`` states stops asking.
+        """
+        s = self.s
+        if i != len(s.to_place) - 2 or self.best is None:
+            return None
+        gpus = s.to_place[i].gpus
+        if gpus == 0 or s.to_place[i + 1].gpus != gpus:
+            return None
+        if self.pair_tries >= _PAIR_TRIES and not self.pair_cuts:
+            return None
+        if gpus not in self.pair_tables and self.budget.steps < max(
+            len(s.node_names) // 4, _FIRST_AFTER
+        ):
+            return None
+        table = self._pair_table(gpus)
+        if table is None:
+            return None
+        first = state.last_node if i > 0 and s.to_place[i - 1].gpus == gpus else 0
+        return table.cheapest(
+            first, self._branch(state, gpus).skip, self._changed(state, gpus, first)
+        )
+
+    def _pair_table(self, gpus: int) -> PairTable | None:
+        """The pair bound's table for pods of ``gpus``, built the first time it is asked;
+        None where some node could take two such pods."""
+        if gpus in self.pair_tables:
+            return self.pair_tables[gpus]
+        s, host_rank = self.s, self.tables[gpus].host_rank
+        table = None
+        if all(s.node_gpus[node] < 2 * gpus for node in host_rank):
+            floors: dict[str, tuple[float, int]] = {}
+            for node, at in host_rank.items():
+                free = s.node_free[node]
+                floor = 0.0 if free >= gpus else math.inf
+                if free < gpus and node in self.node_bound:
+                    floor = self._floor_of(node, gpus - free)
+                if floor < math.inf:
+                    floors[node] = (floor, at)
+            candidates = s.candidates
+            jobs = (
+                (candidates[c].gpus * candidates[c].lost_per_gpu_s, nodes)
+                for c, nodes in self.candidate_nodes.items()
+                if len(nodes) > 1
+            )
+            table = PairTable.build(floors, jobs)
+        self.pair_tables[gpus] = table
+        return table
+
+    def _changed(self, state: State, gpus: int, first: int) -> list[Changed]:
+        """The nodes ``state`` changed that can still take a pod of ``gpus`` at rank ``first``
+        on: what room there costs at least, and per other node the remaining work of the
+        jobs on both."""
+        s, host_rank = self.s, self.tables[gpus].host_rank
+        spot_costs = self._spot_costs(state, gpus)
+        out = []
+        for node in sorted(self._branch(state, gpus).skip):
+            at = host_rank.get(node)
+            if at is None or at < first:
+                continue
+            free = self._free(state, node)
+            if free >= gpus:
+                floor = 0.0
+            else:
+                further = spot_costs(node, free)
+                if not further:
+                    continue  # its pods cannot make the room: no choice
+                floor = further[0]
+            shares: dict[str, float] = {}
+            for c in self.node_candidates.get(node, ()):
+                cand = s.candidates[c]
+                taken = state.evicted.get(c, frozenset())
+                left = [pod for p, pod in enumerate(cand.pods) if p not in taken]
+                if not any(pod.node == node for pod in left):
+                    continue
+                work = sum(pod.gpus for pod in left) * cand.lost_per_gpu_s
+                for other in {pod.node for pod in left} - {node}:
+                    shares[other] = shares.get(other, 0.0) + work
+            out.append(Changed(node, floor, shares))
+        return out
 
     def _touched(self, skip: Set[str]) -> tuple[frozenset[str], frozenset[int]]:
         """The jobs with pods on a node in ``skip``, and their nodes outside it."""

@@ -3,13 +3,16 @@ internals."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 
 import pytest
 
 from gpuyield.agents.planner import DEFAULT_RULES, plan
 from gpuyield.agents.planner.eligibility import judge_candidates
-from gpuyield.agents.planner.search import Budget, Search
+from gpuyield.agents.planner.objective import cost_of
+from gpuyield.agents.planner.search import Budget, Changes, DeltaCost, Found, Search, State
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Plan
 from planner.strategies import Case
@@ -64,3 +67,42 @@ def with_and_without(
             shorter += got.search.steps < want.search.steps
         assert the_plan(got) == the_plan(want), where
     return compared, shorter
+
+
+def cheapest_below(
+    session: PlanningSession,
+    eligible: list[int],
+    protected: frozenset[int],
+    state: State,
+    i: int,
+    allow: Callable[[str, int], bool],
+) -> float | None:
+    """The least lost work of any completion of ``state`` whose pod ``i`` goes to a node
+    ``allow`` takes (by name and rank): the search without the bound, exhaustive (no
+    cut on protected victims, no leaf reduced), None if it runs out of budget. Its
+    nodes are ranked as the search that asked ranked them (protected ones last). Neither
+    the first-node bound nor the pair bound is asked: they are what the callers check."""
+    search = Search(session, eligible, protected, Budget(200_000))
+    search.protected = frozenset()
+    search._first_bound_pays = lambda gpus: False  # type: ignore[method-assign]
+    search._last_pair_bound = lambda state, i: None  # type: ignore[method-assign]
+    rank = search.tables[session.to_place[i].gpus].rank
+    children = search._children
+    start = replace(state, protected=0)
+
+    def allowed(at: State, j: int) -> Iterator[tuple[Changes, str, int, DeltaCost]]:
+        for child in children(at, j):
+            if j != i or at is not start or allow(child[1], rank[child[2]]):
+                yield child
+
+    def leaf(at: State) -> None:
+        cost = cost_of(session, {c: p for c, p in at.evicted.items() if p}, frozenset())
+        if search.best is None or cost < search.best.cost:
+            search.best = Found(cost, dict(at.evicted), dict(at.placement))
+
+    search._children = allowed  # type: ignore[method-assign, assignment]
+    search._leaf = leaf  # type: ignore[method-assign, assignment]
+    search._place(start, i)
+    if search.budget.exhausted:
+        return None
+    return math.inf if search.best is None else search.best.cost.lost_gpu_seconds

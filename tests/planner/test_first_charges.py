@@ -11,9 +11,7 @@ of the state it was asked at.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 
 import pytest
 from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
@@ -22,12 +20,10 @@ from hypothesis import given, settings
 from gpuyield.agents.planner import first_charges as first_charges_module
 from gpuyield.agents.planner import search as search_module
 from gpuyield.agents.planner.first_charges import FirstCharges
-from gpuyield.agents.planner.objective import cost_of
 from gpuyield.agents.planner.search import (
     Budget,
     Changes,
     DeltaCost,
-    Found,
     Search,
     State,
 )
@@ -37,7 +33,7 @@ from gpuyield.agents.planner.search import (
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import JobState, Snapshot
 from planner.reference import reference_plan
-from planner.searches import every_search, search_of, with_and_without
+from planner.searches import cheapest_below, every_search, search_of, with_and_without
 from planner.strategies import Case, any_cases, examples, packed_case, varied_case
 
 ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
@@ -168,43 +164,6 @@ def test_the_bound_keeps_the_plan_when_its_walk_stops_early(
     compared, shorter = compare_with_and_without(monkeypatch, packed_case, 300)
     assert compared > 250
     assert shorter > 0
-
-
-def cheapest_below(
-    session: PlanningSession,
-    eligible: list[int],
-    protected: frozenset[int],
-    state: State,
-    i: int,
-    allow: Callable[[str, int], bool],
-) -> float | None:
-    """The least lost work of any completion of ``state`` whose pod ``i`` goes to a node
-    ``allow`` takes (by name and rank): the search without the bound, exhaustive (no
-    cut on protected victims, no leaf reduced), None if it runs out of budget. Its
-    nodes are ranked as the search that asked ranked them (protected ones last)."""
-    search = Search(session, eligible, protected, Budget(200_000))
-    search.protected = frozenset()
-    search._first_bound_pays = lambda gpus: False  # type: ignore[method-assign]
-    rank = search.tables[session.to_place[i].gpus].rank
-    children = search._children
-    start = replace(state, protected=0)
-
-    def allowed(at: State, j: int) -> Iterator[tuple[Changes, str, int, DeltaCost]]:
-        for child in children(at, j):
-            if j != i or at is not start or allow(child[1], rank[child[2]]):
-                yield child
-
-    def leaf(at: State) -> None:
-        cost = cost_of(session, {c: p for c, p in at.evicted.items() if p}, frozenset())
-        if search.best is None or cost < search.best.cost:
-            search.best = Found(cost, dict(at.evicted), dict(at.placement))
-
-    search._children = allowed  # type: ignore[method-assign, assignment]
-    search._leaf = leaf  # type: ignore[method-assign, assignment]
-    search._place(start, i)
-    if search.budget.exhausted:
-        return None
-    return math.inf if search.best is None else search.best.cost.lost_gpu_seconds
 
 
 def recorded(search: Search) -> list[tuple[State, int, str, int, float, float]]:

@@ -1,0 +1,136 @@
+"""A bound for the last two identical pods: what any two nodes cost together.
+
+The search's other bounds sum per-node charges. A gang on two nodes is then
+charged in part (``Search._slot_costs``) or to one node only
+(``first_charges``), and a plan that takes a node whose gangs also sit
+elsewhere looks cheaper than it is. Eight whole-node pods on a full cluster
+leave their proofs there: at 1,000 nodes (bench seed 5) every one of the
+230 states with two pods left could not beat the best plan, and the
+per-node bounds saw it in 81.
+
+With two pods left that each need a node of their own, any completion
+frees room on two distinct nodes ``a`` and ``b``. Lost work adds up per
+evicted pod, so with ``E_a`` and ``E_b`` the pods evicted for each,
+``cost(E_a | E_b) = cost(E_a) + cost(E_b) - cost(E_a & E_b)``. Each term is
+at least the node's floor (the least any room there costs), and the common
+part holds only pods of jobs on both nodes, so it costs at most those
+jobs' remaining work. So a pair costs at least
+``max(f_a, f_b, f_a + f_b - shared_ab)`` (``pair_floor``), and the cheapest
+pair at least the least of:
+
+- the two cheapest floors, for pairs that share no job;
+- the cheapest pair that shares one (``PairTable.shared``, by that floor);
+- for each node the branch changed, its own lower bound with the cheapest
+  floor, or with each node it shares a job with.
+
+It applies only where no node can take both pods (each needs more than half
+of every node that can host it): then the two pods take two nodes. Scans
+stop after a fixed count and bound what they did not read by the last key
+they passed, which only lowers the bound. ``tests/planner/test_pair_bound.py``
+checks it against the cheapest completion and the search with it against
+the search without it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Container, Iterable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+_SCAN_AT_MOST = 128
+"""Entries a scan passes over before it bounds the rest by the last key it read."""
+
+
+def pair_floor(first: float, second: float, shared: float) -> float:
+    """The least two nodes cost together: each node's floor, or both less what they share."""
+    return max(first, second, first + second - shared)
+
+
+class Changed(NamedTuple):
+    """A node the branch changed, as the pair bound sees it."""
+
+    node: str
+    floor: float  # the least room there costs on this branch
+    shares: Mapping[str, float]  # per other node, the remaining work of the jobs on both
+
+
+@dataclass(frozen=True, slots=True)
+class PairTable:
+    """One pod size's untouched nodes: their floors, and the pairs that share a job.
+
+    ``floors`` holds (floor, rank, node) for every node that can host the pod
+    (0 where it does as it stands), cheapest first; ``shared`` holds
+    (pair floor, node, node) for every two of them that share a job, each
+    job counted at its whole lost work, cheapest first. Both depend on the
+    snapshot alone.
+    """
+
+    floors: tuple[tuple[float, int, str], ...]
+    floor: Mapping[str, float]
+    rank: Mapping[str, int]
+    shared: tuple[tuple[float, str, str], ...]
+
+    @classmethod
+    def build(
+        cls,
+        floors: Mapping[str, tuple[float, int]],
+        jobs: Iterable[tuple[float, Iterable[str]]],
+    ) -> PairTable:
+        """``floors``: per node that can host the pod, its floor and rank; ``jobs``: each
+        job's whole lost work and its nodes."""
+        together: dict[tuple[str, str], float] = {}
+        for work, nodes in jobs:
+            mine = sorted({n for n in nodes if n in floors})
+            for pair in itertools.combinations(mine, 2):
+                together[pair] = together.get(pair, 0.0) + work
+        shared = sorted(
+            (pair_floor(floors[a][0], floors[b][0], work), a, b)
+            for (a, b), work in together.items()
+        )
+        return cls(
+            tuple(sorted((f, r, n) for n, (f, r) in floors.items())),
+            {n: f for n, (f, _) in floors.items()},
+            {n: r for n, (_, r) in floors.items()},
+            tuple(shared),
+        )
+
+    def cheapest(self, first: int, skip: Container[str], changed: Iterable[Changed]) -> float:
+        """A lower bound on the lost work of freeing room on two distinct nodes of rank
+        ``first`` on: ``skip`` are the nodes the branch changed, ``changed`` those of
+        them of rank ``first`` on, with what they cost on this branch."""
+        rank, floor = self.rank, self.floor
+
+        def untouched(node: str) -> bool:
+            return rank[node] >= first and node not in skip
+
+        lowest: list[float] = []  # the two cheapest untouched floors (or bounds on them)
+        for read, (value, at, node) in enumerate(self.floors):
+            if read >= _SCAN_AT_MOST:
+                lowest.extend([value] * (2 - len(lowest)))
+                break
+            if at >= first and node not in skip:
+                lowest.append(value)
+                if len(lowest) == 2:
+                    break
+        single = lowest[0] if lowest else math.inf
+        best = math.fsum(lowest) if len(lowest) == 2 else math.inf
+        for read, (value, a, b) in enumerate(self.shared):
+            if value >= best:
+                break
+            if read >= _SCAN_AT_MOST:
+                best = value
+                break
+            if untouched(a) and untouched(b):
+                best = value
+                break
+        nodes = list(changed)
+        for i, one in enumerate(nodes):
+            best = min(best, one.floor + single)
+            for other, work in one.shares.items():
+                if other in floor and untouched(other):
+                    best = min(best, pair_floor(one.floor, floor[other], work))
+            for two in nodes[i + 1 :]:
+                best = min(best, pair_floor(one.floor, two.floor, one.shares.get(two.node, 0.0)))
+        return best

@@ -1,0 +1,178 @@
+"""The pair bound: the last two identical pods pay for any two nodes together.
+
+Two pods that each need a node of their own free room on two distinct
+nodes; what the two evictions share is paid once. The bound
+(``pair_bound``) stays below the cheapest completion of every state it is
+asked at, and the search with it returns the plan the search without it
+returns, in no more steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
+
+from gpuyield.agents.planner import pair_bound as pair_bound_module
+from gpuyield.agents.planner import search as search_module
+from gpuyield.agents.planner.pair_bound import Changed, PairTable, pair_floor
+from gpuyield.agents.planner.search import Budget, Search, State
+from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.schemas import JobState, Snapshot
+from planner.searches import cheapest_below, search_of, with_and_without
+from planner.strategies import packed_case
+
+NO_NODE: frozenset[str] = frozenset()
+
+
+def three_nodes(preemptor_gpus: int = 8) -> Snapshot:
+    """Nodes a, b and c of 8 GPUs: a 16-GPU gang across a and b, an hour without a
+    checkpoint; c full with a 1-GPU-hour job per GPU, two hours in. The preemptor wants
+    two nodes' worth."""
+    gang = (
+        a_job("gang")
+        .with_pods(a_pod("gang-0", 8, "a"), a_pod("gang-1", 8, "b"))
+        .min_available(2)
+        .started(NOW - HOUR)
+        .submitted(NOW - 2 * HOUR)
+    )
+    single = a_job("single").with_pods(a_pod("single-0", 8, "c")).started(NOW - 2 * HOUR)
+    preemptor = (
+        a_job("pre")
+        .priority(5000)
+        .with_pods(a_pod("pre-0", preemptor_gpus), a_pod("pre-1", preemptor_gpus))
+        .in_state(JobState.PENDING)
+        .submitted(NOW - 30)
+    )
+    return a_snapshot(nodes=[a_node("a"), a_node("b"), a_node("c")], jobs=[gang, single, preemptor])
+
+
+def search_for(snapshot: Snapshot) -> Search:
+    session = PlanningSession.open(snapshot, "pre")
+    return Search(session, range(len(session.candidates)), frozenset(), Budget(10_000))
+
+
+def test_two_nodes_that_share_a_gang_cost_it_once() -> None:
+    assert pair_floor(16.0, 16.0, 16.0) == 16.0
+
+
+def test_a_pair_costs_at_least_its_dearer_node_whatever_they_share() -> None:
+    assert pair_floor(5.0, 9.0, 12.0) == 9.0
+
+
+def test_two_nodes_that_share_nothing_cost_both_floors() -> None:
+    assert pair_floor(5.0, 9.0, 0.0) == 14.0
+
+
+def test_the_cheapest_pair_is_the_two_nodes_of_one_gang_when_that_beats_two_floors() -> None:
+    search = search_for(three_nodes())
+    table = search._pair_table(8)
+    assert table is not None
+    gang = 16 * HOUR  # 16 GPUs an hour without a checkpoint
+    assert table.floor == {"a": gang, "b": gang, "c": 16 * HOUR}
+    assert table.shared == ((gang, "a", "b"),)
+    assert table.cheapest(0, NO_NODE, []) == gang
+
+
+def test_nodes_before_the_first_rank_and_changed_ones_take_no_part() -> None:
+    table = PairTable.build(
+        {"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2), "d": (4.0, 3)}, [(2.5, ["a", "b"])]
+    )
+    assert table.cheapest(0, NO_NODE, []) == 2.0  # a and b share the 2.5 of their job
+    assert table.cheapest(1, NO_NODE, []) == 5.0  # b and c
+    assert table.cheapest(0, {"a"}, []) == 5.0  # a changed, and not asked
+    assert table.cheapest(0, {"a"}, [Changed("a", 0.5, {"b": 2.5})]) == 2.0
+
+
+def test_a_changed_node_pairs_with_the_cheapest_untouched_floor() -> None:
+    table = PairTable.build({"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2)}, [])
+    assert table.cheapest(0, {"c"}, [Changed("c", 0.25, {})]) == 1.25
+
+
+def test_a_scan_that_stops_early_bounds_the_rest_by_the_last_key_it_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pair_bound_module, "_SCAN_AT_MOST", 1)
+    table = PairTable.build({"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2)}, [])
+    assert table.cheapest(1, NO_NODE, []) == 4.0  # b and c cost 5: the bound is lower
+    assert table.cheapest(0, NO_NODE, []) == 3.0  # read a, then stopped at b: 1 + 2
+
+
+def test_no_table_where_a_node_could_take_both_pods() -> None:
+    assert search_for(three_nodes(preemptor_gpus=4))._pair_table(4) is None
+
+
+def asked_bounds(search: Search) -> list[tuple[State, int, float]]:
+    """Every pair bound ``search`` computes from now on: (state, pod, bound)."""
+    asked: list[tuple[State, int, float]] = []
+    bound = search._last_pair_bound
+
+    def record(state: State, i: int) -> float | None:
+        found = bound(state, i)
+        if found is not None:
+            asked.append((state, i, found))
+        return found
+
+    search._last_pair_bound = record  # type: ignore[method-assign]
+    return asked
+
+
+def always_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bound from the first step on, never given up."""
+    monkeypatch.setattr(search_module, "_FIRST_AFTER", 0)
+    monkeypatch.setattr(search_module, "_PAIR_TRIES", 10**9)
+
+
+def test_inside_the_search_the_bound_never_exceeds_the_cheapest_completion(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every state where the search asked the bound, on 150 packed clusters, against the
+    cheapest completion of that state (exhaustive, without the bound)."""
+    always_asked(monkeypatch)
+    checked = cut = 0
+    for seed in range(150):
+        search = search_of(packed_case(seed), 200_000)
+        session, eligible, protected = search.s, list(search.eligible), search.protected
+        asked = asked_bounds(search)
+        search.run()
+        for state, i, bound in asked:
+            cheapest = cheapest_below(session, eligible, protected, state, i, lambda _n, _r: True)
+            if cheapest is None:
+                continue
+            tolerance = 1e-6 * max(1.0, bound)
+            assert bound <= cheapest - state.lost + tolerance, (seed, i, bound, cheapest)
+            checked += 1
+            cut += cheapest < math.inf and bound > 0
+    assert checked > 100
+    assert cut > checked // 4, "the bound should say something on most of them"
+
+
+def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int = 400) -> tuple[int, int]:
+    """Plan each packed cluster with the bound (always asked) and without it."""
+    always_asked(monkeypatch)
+
+    def switch_off(off: pytest.MonkeyPatch) -> None:
+        off.setattr(Search, "_last_pair_bound", lambda self, state, i: None)
+
+    return with_and_without(monkeypatch, packed_case, seeds, switch_off)
+
+
+def test_the_search_with_the_bound_returns_the_plan_it_returns_without_in_no_more_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """400 full clusters of 8-14 nodes whose preemptor has 2-4 identical pods, whole
+    nodes on most of them."""
+    compared, shorter = compare_with_and_without(monkeypatch)
+    assert compared > 350
+    assert shorter > 10, "the bound should cut on some of these clusters"
+
+
+def test_the_bound_keeps_the_plan_when_its_scans_stop_early(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scans bound what they did not read by the last key (after 128 entries in a
+    plan; 1 here, so that these small clusters reach it)."""
+    monkeypatch.setattr(pair_bound_module, "_SCAN_AT_MOST", 1)
+    compared, _ = compare_with_and_without(monkeypatch, seeds=200)
+    assert compared > 150
