@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
-from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
+from builders import HOUR, a_node, a_snapshot
 from hypothesis import given, settings
 
 from gpuyield.agents.planner import first_charges as first_charges_module
@@ -31,10 +31,11 @@ from gpuyield.agents.planner.search import (
     _Branch as Branch,
 )
 from gpuyield.agents.planner.session import PlanningSession
-from gpuyield.schemas import JobState, Snapshot
+from gpuyield.schemas import Snapshot
 from planner.reference import reference_plan
 from planner.searches import cheapest_below, every_search, search_of, with_and_without
 from planner.strategies import Case, any_cases, examples, packed_case, varied_case
+from planner.two_node_gangs import gang_across_a_and_b, two_pod_preemptor
 
 ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
 
@@ -42,21 +43,9 @@ ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
 def two_nodes_one_gang() -> Snapshot:
     """Nodes a and b, full with one 16-GPU gang across both, run an hour without a
     checkpoint; the preemptor wants both nodes whole."""
-    gang = (
-        a_job("gang")
-        .with_pods(a_pod("gang-0", 8, "a"), a_pod("gang-1", 8, "b"))
-        .min_available(2)
-        .started(NOW - HOUR)
-        .submitted(NOW - 2 * HOUR)
+    return a_snapshot(
+        nodes=[a_node("a"), a_node("b")], jobs=[gang_across_a_and_b(), two_pod_preemptor()]
     )
-    preemptor = (
-        a_job("pre")
-        .priority(5000)
-        .with_pods(a_pod("pre-0", 8), a_pod("pre-1", 8))
-        .in_state(JobState.PENDING)
-        .submitted(NOW - 30)
-    )
-    return a_snapshot(nodes=[a_node("a"), a_node("b")], jobs=[gang, preemptor])
 
 
 def charges_of(snapshot: Snapshot) -> tuple[Search, FirstCharges]:

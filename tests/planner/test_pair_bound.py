@@ -19,33 +19,23 @@ from gpuyield.agents.planner import search as search_module
 from gpuyield.agents.planner.pair_bound import Changed, PairTable, pair_floor
 from gpuyield.agents.planner.search import Budget, Search, State
 from gpuyield.agents.planner.session import PlanningSession
-from gpuyield.schemas import JobState, Snapshot
+from gpuyield.schemas import Snapshot
 from planner.searches import cheapest_below, search_of, with_and_without
 from planner.strategies import packed_case
+from planner.two_node_gangs import gang_across_a_and_b, two_pod_preemptor
 
 NO_NODE: frozenset[str] = frozenset()
 
 
 def three_nodes(preemptor_gpus: int = 8) -> Snapshot:
     """Nodes a, b and c of 8 GPUs: a 16-GPU gang across a and b, an hour without a
-    checkpoint; c full with a 1-GPU-hour job per GPU, two hours in. The preemptor wants
+    checkpoint; c full with one 8-GPU job two hours without one. The preemptor wants
     two nodes' worth."""
-    gang = (
-        a_job("gang")
-        .with_pods(a_pod("gang-0", 8, "a"), a_pod("gang-1", 8, "b"))
-        .min_available(2)
-        .started(NOW - HOUR)
-        .submitted(NOW - 2 * HOUR)
-    )
     single = a_job("single").with_pods(a_pod("single-0", 8, "c")).started(NOW - 2 * HOUR)
-    preemptor = (
-        a_job("pre")
-        .priority(5000)
-        .with_pods(a_pod("pre-0", preemptor_gpus), a_pod("pre-1", preemptor_gpus))
-        .in_state(JobState.PENDING)
-        .submitted(NOW - 30)
+    return a_snapshot(
+        nodes=[a_node("a"), a_node("b"), a_node("c")],
+        jobs=[gang_across_a_and_b(), single, two_pod_preemptor(preemptor_gpus)],
     )
-    return a_snapshot(nodes=[a_node("a"), a_node("b"), a_node("c")], jobs=[gang, single, preemptor])
 
 
 def search_for(snapshot: Snapshot) -> Search:
