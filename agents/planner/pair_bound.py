@@ -43,6 +43,18 @@ _SCAN_AT_MOST = 128
 """Entries a scan passes over before it bounds the rest by the last key it read."""
 
 
+class _Either:
+    """Two containers as one: the branch's changed nodes and the ones a bound moved."""
+
+    __slots__ = ("one", "two")
+
+    def __init__(self, one: Container[str], two: Container[str]) -> None:
+        self.one, self.two = one, two
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.two or item in self.one
+
+
 def pair_floor(first: float, second: float, shared: float) -> float:
     """The least two nodes cost together: each node's floor, or both less what they share."""
     return max(first, second, first + second - shared)
@@ -52,6 +64,7 @@ class Changed(NamedTuple):
     """A node the branch changed, as the pair bound sees it."""
 
     node: str
+    rank: int
     floor: float  # the least room there costs on this branch
     shares: Mapping[str, float]  # per other node, the remaining work of the jobs on both
 
@@ -71,6 +84,7 @@ class PairTable:
     floor: Mapping[str, float]
     rank: Mapping[str, int]
     shared: tuple[tuple[float, str, str], ...]
+    neighbours: Mapping[str, Mapping[str, float]]  # per node, the work it shares with others
 
     @classmethod
     def build(
@@ -89,12 +103,43 @@ class PairTable:
             (pair_floor(floors[a][0], floors[b][0], work), a, b)
             for (a, b), work in together.items()
         )
+        neighbours: dict[str, dict[str, float]] = {}
+        for (a, b), work in together.items():
+            neighbours.setdefault(a, {})[b] = work
+            neighbours.setdefault(b, {})[a] = work
         return cls(
             tuple(sorted((f, r, n) for n, (f, r) in floors.items())),
             {n: f for n, (f, _) in floors.items()},
             {n: r for n, (_, r) in floors.items()},
             tuple(shared),
+            neighbours,
         )
+
+    def cheapest_after(self, node: str, skip: Container[str], changed: Iterable[Changed]) -> float:
+        """A lower bound on the lost work of freeing room on ``node`` (untouched) for one
+        pod, then on two more distinct nodes of its rank on for two more.
+
+        Room on ``node`` costs at least its floor. What the other two evict beyond it
+        costs at least their own bound less the work they share with ``node`` (its
+        jobs may be gone already); the pair bound over those reduced floors bounds the
+        rest. Only the nodes that share a job with ``node`` change, so they join the
+        changed ones and the scans pass them by.
+        """
+        first = self.rank[node]
+        mine = self.neighbours.get(node, {})
+        moved = [
+            Changed(c.node, c.rank, max(0.0, c.floor - c.shares.get(node, 0.0)), c.shares)
+            for c in changed
+            if c.rank >= first and c.node != node
+        ]
+        hidden = {node}
+        for other, work in mine.items():
+            at = self.rank[other]
+            if at >= first and other not in skip:
+                hidden.add(other)
+                floor = max(0.0, self.floor[other] - work)
+                moved.append(Changed(other, at, floor, self.neighbours[other]))
+        return self.floor[node] + self.cheapest(first, _Either(skip, hidden), moved)
 
     def cheapest(self, first: int, skip: Container[str], changed: Iterable[Changed]) -> float:
         """A lower bound on the lost work of freeing room on two distinct nodes of rank

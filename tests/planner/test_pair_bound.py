@@ -10,6 +10,7 @@ returns, in no more steps.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Set
 
 import pytest
 from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
@@ -72,12 +73,12 @@ def test_nodes_before_the_first_rank_and_changed_ones_take_no_part() -> None:
     assert table.cheapest(0, NO_NODE, []) == 2.0  # a and b share the 2.5 of their job
     assert table.cheapest(1, NO_NODE, []) == 5.0  # b and c
     assert table.cheapest(0, {"a"}, []) == 5.0  # a changed, and not asked
-    assert table.cheapest(0, {"a"}, [Changed("a", 0.5, {"b": 2.5})]) == 2.0
+    assert table.cheapest(0, {"a"}, [Changed("a", 0, 0.5, {"b": 2.5})]) == 2.0
 
 
 def test_a_changed_node_pairs_with_the_cheapest_untouched_floor() -> None:
     table = PairTable.build({"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2)}, [])
-    assert table.cheapest(0, {"c"}, [Changed("c", 0.25, {})]) == 1.25
+    assert table.cheapest(0, {"c"}, [Changed("c", 2, 0.25, {})]) == 1.25
 
 
 def test_a_scan_that_stops_early_bounds_the_rest_by_the_last_key_it_read(
@@ -87,6 +88,21 @@ def test_a_scan_that_stops_early_bounds_the_rest_by_the_last_key_it_read(
     table = PairTable.build({"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2)}, [])
     assert table.cheapest(1, NO_NODE, []) == 4.0  # b and c cost 5: the bound is lower
     assert table.cheapest(0, NO_NODE, []) == 3.0  # read a, then stopped at b: 1 + 2
+
+
+def test_after_a_node_the_nodes_it_shares_a_job_with_cost_what_they_add() -> None:
+    table = PairTable.build(
+        {"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2), "d": (4.0, 3)}, [(1.5, ["a", "b"])]
+    )
+    # a, then b (its 1.5 shared with a already gone: 0.5 more) and c: 1 + 0.5 + 3.
+    assert table.cheapest_after("a", NO_NODE, []) == 4.5
+    assert table.cheapest_after("b", NO_NODE, []) == 2.0 + 3.0 + 4.0  # a lies before b
+
+
+def test_after_a_node_a_changed_node_costs_less_what_it_shares_with_it() -> None:
+    table = PairTable.build({"a": (1.0, 0), "b": (2.0, 1), "c": (3.0, 2)}, [])
+    changed = [Changed("d", 3, 2.5, {"a": 2.0})]
+    assert table.cheapest_after("a", {"d"}, changed) == 1.0 + 0.5 + 2.0
 
 
 def test_no_table_where_a_node_could_take_both_pods() -> None:
@@ -106,6 +122,32 @@ def asked_bounds(search: Search) -> list[tuple[State, int, float]]:
 
     search._last_pair_bound = record  # type: ignore[method-assign]
     return asked
+
+
+def asked_after(search: Search) -> list[tuple[State, int, str, float]]:
+    """Every bound on a pod and the two after it ``search`` computes from now on: (state,
+    pod, its node, bound)."""
+    asked: list[tuple[State, int, str, float]] = []
+    bound = search._pair_after
+
+    def record(
+        state: State,
+        i: int,
+        node: str,
+        table: PairTable,
+        skip: Set[str],
+        changed: list[Changed],
+    ) -> float:
+        found = bound(state, i, node, table, skip, changed)
+        asked.append((state, i, node, found))
+        return found
+
+    search._pair_after = record  # type: ignore[method-assign]
+    return asked
+
+
+def on_node(node: str) -> Callable[[str, int], bool]:
+    return lambda name, _rank: name == node
 
 
 def always_asked(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -138,12 +180,33 @@ def test_inside_the_search_the_bound_never_exceeds_the_cheapest_completion(
     assert cut > checked // 4, "the bound should say something on most of them"
 
 
+def test_a_pod_and_the_two_after_it_never_cost_less_than_the_bound_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every node the search asked the bound for with two pods after (3-4 identical pods),
+    on 150 packed clusters, against the cheapest completion that puts the pod there."""
+    always_asked(monkeypatch)
+    checked = 0
+    for seed in range(150):
+        search = search_of(packed_case(seed), 200_000)
+        session, eligible, protected = search.s, list(search.eligible), search.protected
+        asked = asked_after(search)
+        search.run()
+        for state, i, node, bound in asked:
+            on_it = cheapest_below(session, eligible, protected, state, i, on_node(node))
+            if on_it is None:
+                continue
+            assert bound <= on_it - state.lost + 1e-6 * max(1.0, bound), (seed, i, node)
+            checked += 1
+    assert checked > 100
+
+
 def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int = 400) -> tuple[int, int]:
     """Plan each packed cluster with the bound (always asked) and without it."""
     always_asked(monkeypatch)
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
-        off.setattr(Search, "_last_pair_bound", lambda self, state, i: None)
+        off.setattr(Search, "_pair_ready", lambda self, i, left: None)
 
     return with_and_without(monkeypatch, packed_case, seeds, switch_off)
 
