@@ -1,4 +1,4 @@
-"""A bound for the last two identical pods: what any two nodes cost together.
+"""A bound for the last two or three identical pods: what nodes cost together.
 
 The search's other bounds sum per-node charges. A gang on two nodes is then
 charged in part (``Search._slot_costs``) or to one node only
@@ -23,8 +23,16 @@ pair at least the least of:
 - for each node the branch changed, its own lower bound with the cheapest
   floor, or with each node it shares a job with.
 
-It applies only where no node can take both pods (each needs more than half
-of every node that can host it): then the two pods take two nodes. Scans
+With three pods left (``PairTable.cheapest_triple``), three nodes that share
+no job cost at least the three cheapest floors; three with a pair that
+shares one cost at least that pair's floor plus what the third evicts beyond
+them (its floor less what it shares with each); and three with a node the
+branch changed cost at least that node's bound plus the pair bound on the
+other two, their floors less what they share with it. The last also bounds
+a pod tried on a node with two more after it (``PairTable.cheapest_after``).
+
+It applies only where no node can take two of the pods (each needs more than
+half of every node that can host it): then the pods take distinct nodes. Scans
 stop after a fixed count and bound what they did not read by the last key
 they passed, which only lowers the bound. ``tests/planner/test_pair_bound.py``
 checks it against the cheapest completion and the search with it against
@@ -115,31 +123,102 @@ class PairTable:
             neighbours,
         )
 
-    def cheapest_after(self, node: str, skip: Container[str], changed: Iterable[Changed]) -> float:
+    def cheapest_after(
+        self, node: str, skip: Container[str], changed: Iterable[Changed], more: int = 2
+    ) -> float:
         """A lower bound on the lost work of freeing room on ``node`` (untouched) for one
-        pod, then on two more distinct nodes of its rank on for two more.
+        pod, then on ``more`` (2 or 3) more distinct nodes of its rank on for the rest.
 
-        Room on ``node`` costs at least its floor. What the other two evict beyond it
+        Room on ``node`` costs at least its floor. What the others evict beyond it
         costs at least their own bound less the work they share with ``node`` (its
-        jobs may be gone already); the pair bound over those reduced floors bounds the
-        rest. Only the nodes that share a job with ``node`` change, so they join the
-        changed ones and the scans pass them by.
+        jobs may be gone already); the pair or triple bound over those reduced floors
+        bounds the rest. Only the nodes that share a job with ``node`` change, so they
+        join the changed ones and the scans pass them by.
         """
-        first = self.rank[node]
         mine = self.neighbours.get(node, {})
+        first = self.rank[node]
+        return self._after(node, self.floor[node], mine, first, skip, list(changed), more)
+
+    def _after(
+        self,
+        node: str,
+        floor: float,
+        shares: Mapping[str, float],
+        first: int,
+        skip: Container[str],
+        changed: list[Changed],
+        more: int = 2,
+    ) -> float:
+        """``floor`` (room on ``node``) plus the bound on ``more`` more nodes of rank
+        ``first`` on, less what each shares with ``node`` (``shares``)."""
         moved = [
             Changed(c.node, c.rank, max(0.0, c.floor - c.shares.get(node, 0.0)), c.shares)
             for c in changed
             if c.rank >= first and c.node != node
         ]
         hidden = {node}
-        for other, work in mine.items():
-            at = self.rank[other]
-            if at >= first and other not in skip:
+        for other, work in shares.items():
+            at = self.rank.get(other)
+            if at is not None and at >= first and other not in skip:
                 hidden.add(other)
-                floor = max(0.0, self.floor[other] - work)
-                moved.append(Changed(other, at, floor, self.neighbours[other]))
-        return self.floor[node] + self.cheapest(first, _Either(skip, hidden), moved)
+                reduced = max(0.0, self.floor[other] - work)
+                moved.append(Changed(other, at, reduced, self.neighbours.get(other, {})))
+        rest = self.cheapest if more == 2 else self.cheapest_triple
+        return floor + rest(first, _Either(skip, hidden), moved)
+
+    def cheapest_triple(
+        self, first: int, skip: Container[str], changed: Iterable[Changed]
+    ) -> float:
+        """A lower bound on the lost work of freeing room on three distinct nodes of rank
+        ``first`` on (``skip`` and ``changed`` as for ``cheapest``).
+
+        Three untouched nodes that share no job cost at least the three cheapest
+        floors. Three with a pair ``a``, ``b`` that shares one cost at least that
+        pair's floor plus what the third evicts beyond them: its floor less what it
+        shares with each, or the cheapest floor when it shares nothing. Three with a
+        changed node cost at least that node's bound plus the pair bound after it
+        (``_after``).
+        """
+        changed = list(changed)
+        rank, floor = self.rank, self.floor
+
+        def untouched(node: str) -> bool:
+            return rank[node] >= first and node not in skip
+
+        lowest = self._lowest(3, first, skip)
+        single = lowest[0] if lowest else math.inf
+        best = math.fsum(lowest) if len(lowest) == 3 else math.inf
+        for read, (value, a, b) in enumerate(self.shared):
+            if value >= best:
+                break
+            if read >= _SCAN_AT_MOST:
+                best = value  # what any unread pair adds to its floor is never negative
+                break
+            if not (untouched(a) and untouched(b)):
+                continue
+            third = single
+            on_a, on_b = self.neighbours[a], self.neighbours[b]
+            for c in on_a.keys() | on_b.keys():
+                if c != a and c != b and untouched(c):
+                    third = min(third, max(0.0, floor[c] - on_a.get(c, 0.0) - on_b.get(c, 0.0)))
+            best = min(best, value + third)
+        for one in changed:
+            best = min(best, self._after(one.node, one.floor, one.shares, first, skip, changed))
+        return best
+
+    def _lowest(self, count: int, first: int, skip: Container[str]) -> list[float]:
+        """The ``count`` cheapest untouched floors of rank ``first`` on (fewer if there are
+        not as many); a scan that stops early repeats the last key it read for the rest."""
+        lowest: list[float] = []
+        for read, (value, at, node) in enumerate(self.floors):
+            if read >= _SCAN_AT_MOST:
+                lowest.extend([value] * (count - len(lowest)))
+                break
+            if at >= first and node not in skip:
+                lowest.append(value)
+                if len(lowest) == count:
+                    break
+        return lowest
 
     def cheapest(self, first: int, skip: Container[str], changed: Iterable[Changed]) -> float:
         """A lower bound on the lost work of freeing room on two distinct nodes of rank
@@ -150,15 +229,7 @@ class PairTable:
         def untouched(node: str) -> bool:
             return rank[node] >= first and node not in skip
 
-        lowest: list[float] = []  # the two cheapest untouched floors (or bounds on them)
-        for read, (value, at, node) in enumerate(self.floors):
-            if read >= _SCAN_AT_MOST:
-                lowest.extend([value] * (2 - len(lowest)))
-                break
-            if at >= first and node not in skip:
-                lowest.append(value)
-                if len(lowest) == 2:
-                    break
+        lowest = self._lowest(2, first, skip)  # the two cheapest untouched floors
         single = lowest[0] if lowest else math.inf
         best = math.fsum(lowest) if len(lowest) == 2 else math.inf
         for read, (value, a, b) in enumerate(self.shared):

@@ -64,8 +64,9 @@ _TIE_POOL_AT_MOST = 256
 """Candidates a tied repair (``Search._tied_repair``) sorts at most per queue and rank."""
 
 _PAIR_TRIES = 64
-"""Times the pair bound is asked (``Search._last_pair_bound``, and per node tried with two
-pods after: ``PairTable.cheapest_after``) before a search that it cuts too seldom stops
+"""Times the pair bound is asked (``Search._last_pair_bound`` with two or three pods left,
+and per node tried with two pods after: ``PairTable.cheapest_after``) before a search that
+it cuts too seldom stops
 asking. Where it pays on the bench it cuts most of its asks from the first ones (1,000
 nodes seeds 5 and 10); at 64 nodes seed 7 it cut 22 of 605 and cost 8-11 % of the plan."""
 
@@ -871,7 +872,9 @@ class Search:
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         # With two more pods of this size after this one, the pair bound on the three
         # (``PairTable.cheapest_after``); the changed nodes it reads, once it first does.
-        pairs = self._pair_ready(i, 3)
+        pairs, more = self._pair_ready(i, 3), 2
+        if pairs is None:
+            pairs, more = self._pair_ready(i, 4), 3
         changed_nodes: list[Changed] | None = None
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
@@ -916,7 +919,9 @@ class Search:
                     if changed_nodes is None:
                         changed_nodes = self._changed(state, gpus, first)
                     self.pair_tries += 1
-                    after = self._pair_after(state, i, node, pairs, branch.skip, changed_nodes)
+                    after = self._pair_after(
+                        state, i, node, pairs, branch.skip, changed_nodes, more
+                    )
                     if self._beyond_best(state, 0, after):
                         self.pair_cuts += 1  # this node and any two after it lose to the best
                         continue
@@ -1325,16 +1330,18 @@ class Search:
         return found
 
     def _last_pair_bound(self, state: State, i: int) -> float | None:
-        """The pair bound (``pair_bound``) on the last two pods, or None where it is not asked
-        (``_pair_ready``)."""
-        table = self._pair_ready(i, 2)
+        """The pair bound (``pair_bound``) on the last two or three pods, or None where it is
+        not asked (``_pair_ready``)."""
+        pair = self._pair_ready(i, 2)
+        table = pair or self._pair_ready(i, 3)
         if table is None:
             return None
         gpus = self.s.to_place[i].gpus
         first = state.last_node if i > 0 and self.s.to_place[i - 1].gpus == gpus else 0
-        return table.cheapest(
-            first, self._branch(state, gpus).skip, self._changed(state, gpus, first)
-        )
+        skip, changed = self._branch(state, gpus).skip, self._changed(state, gpus, first)
+        if pair is not None:
+            return table.cheapest(first, skip, changed)
+        return table.cheapest_triple(first, skip, changed)
 
     def _pair_after(
         self,
@@ -1344,11 +1351,12 @@ class Search:
         table: PairTable,
         skip: Set[str],
         changed: list[Changed],
+        more: int,
     ) -> float:
-        """The pair bound on pod ``i`` going to ``node`` (untouched) and the two after it to
-        two more nodes of its rank on (``PairTable.cheapest_after``). ``state`` and ``i``
-        name what it bounds: the completions of ``state`` with pod ``i`` there."""
-        return table.cheapest_after(node, skip, changed)
+        """The pair bound on pod ``i`` going to ``node`` (untouched) and the ``more`` after it
+        to as many more nodes of its rank on (``PairTable.cheapest_after``). ``state`` and
+        ``i`` name what it bounds: the completions of ``state`` with pod ``i`` there."""
+        return table.cheapest_after(node, skip, changed, more)
 
     def _pair_ready(self, i: int, left: int) -> PairTable | None:
         """The pair table when pods ``i`` on are the last ``left``, identical, and each needs
