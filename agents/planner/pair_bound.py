@@ -163,8 +163,16 @@ class PairTable:
                 hidden.add(other)
                 reduced = max(0.0, self.floor[other] - work)
                 moved.append(Changed(other, at, reduced, self.neighbours.get(other, {})))
-        rest = self.cheapest if more == 2 else self.cheapest_triple
+        rest = (self.cheapest_single, self.cheapest, self.cheapest_triple)[more - 1]
         return floor + rest(first, _Either(skip, hidden), moved)
+
+    def cheapest_single(
+        self, first: int, skip: Container[str], changed: Iterable[Changed]
+    ) -> float:
+        """A lower bound on the lost work of freeing room on one node of rank ``first`` on:
+        the cheapest untouched floor, or a changed node's bound."""
+        lowest = self._lowest(1, first, skip)
+        return min([*lowest, *(c.floor for c in changed)], default=math.inf)
 
     def cheapest_triple(
         self, first: int, skip: Container[str], changed: Iterable[Changed]

@@ -872,9 +872,11 @@ class Search:
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
         # With two more pods of this size after this one, the pair bound on the three
         # (``PairTable.cheapest_after``); the changed nodes it reads, once it first does.
-        pairs, more = self._pair_ready(i, 3), 2
-        if pairs is None:
-            pairs, more = self._pair_ready(i, 4), 3
+        pairs, more = None, 0
+        for more in (1, 2, 3):
+            pairs = self._pair_ready(i, more + 1)
+            if pairs is not None:
+                break
         changed_nodes: list[Changed] | None = None
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
@@ -1406,32 +1408,50 @@ class Search:
     def _changed(self, state: State, gpus: int, first: int) -> list[Changed]:
         """The nodes ``state`` changed that can still take a pod of ``gpus`` at rank ``first``
         on: what room there costs at least, and per other node the remaining work of the
-        jobs on both."""
+        jobs on both.
+
+        Room on such a node is costed as ``_floor`` costs an untouched one, with what the
+        branch evicted gone: a job's pods there go at its loss rate while its gang holds
+        (as many as it has beyond ``min_available`` still running), and beyond that all
+        its remaining pods go, at its remaining work. Costing each pod at its own rate
+        alone (what ``_spot_costs`` offers the remaining pods' bound) missed the gangs:
+        on 1,000 nodes seed 5 a changed node cost 6,833 GPU-s so, where its cheapest room
+        costs more, and 14 states the pair bound could not cut took a sixth of the plan.
+        """
         s, host_rank = self.s, self.tables[gpus].host_rank
-        spot_costs = self._spot_costs(state, gpus)
         out = []
         for node in sorted(self._branch(state, gpus).skip):
             at = host_rank.get(node)
             if at is None or at < first:
                 continue
-            free = self._free(state, node)
-            if free >= gpus:
-                floor = 0.0
-            else:
-                further = spot_costs(node, free)
-                if not further:
-                    continue  # its pods cannot make the room: no choice
-                floor = further[0]
+            jobs: list[FloorJob] = []
             shares: dict[str, float] = {}
+            held = 0
             for c in self.node_candidates.get(node, ()):
                 cand = s.candidates[c]
                 taken = state.evicted.get(c, frozenset())
                 left = [pod for p, pod in enumerate(cand.pods) if p not in taken]
-                if not any(pod.node == node for pod in left):
+                here = [pod.gpus for pod in left if pod.node == node]
+                if not here:
                     continue
-                work = sum(pod.gpus for pod in left) * cand.lost_per_gpu_s
+                rate = cand.lost_per_gpu_s
+                work = sum(pod.gpus for pod in left) * rate
                 for other in {pod.node for pod in left} - {node}:
                     shares[other] = shares.get(other, 0.0) + work
+                on = sum(here)
+                held += on
+                spare = len(left) - cand.min_running  # pods that may go, the gang kept
+                alone = on
+                if spare < len(here) and len(left) > len(here):
+                    alone = sum(sorted(here, reverse=True)[: max(0, spare)])
+                jobs.append((alone, on, rate, work))
+            need = gpus - self._free(state, node)
+            if need > held:
+                continue  # its pods cannot make the room: no choice
+            floor = 0.0
+            if need > 0:
+                found = _floor_by_units(jobs, need)
+                floor = _floor_knapsack(jobs, need) if found is None else found
             out.append(Changed(node, at, floor, shares))
         return out
 

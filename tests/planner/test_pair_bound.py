@@ -132,6 +132,31 @@ def test_three_nodes_with_a_changed_one_cost_its_bound_and_the_pair_after_it() -
     assert table.cheapest_triple(0, {"d"}, changed) == 0.5 + 0.0 + 2.0
 
 
+def test_a_changed_node_pays_for_the_gang_its_pods_would_break() -> None:
+    """A 4-pod job of 4 GPUs, two pods on a and two on b, that needs 3 running, has lost
+    one pod on a: room for 8 GPUs on b breaks it, and its 3 remaining pods' work is lost,
+    not only the 2 pods' there."""
+    wide = (
+        a_job("wide")
+        .with_pods(*(a_pod(f"wide-{p}", 4, "ab"[p // 2]) for p in range(4)))
+        .min_available(3)
+        .started(NOW - HOUR)
+        .submitted(NOW - 2 * HOUR)
+    )
+    search = search_for(
+        a_snapshot(nodes=[a_node("a"), a_node("b")], jobs=[wide, two_pod_preemptor()])
+    )
+    job = search.s.candidates[0]
+    on_a = next(p for p, pod in enumerate(job.pods) if pod.node == "a")
+    state = search._evict(
+        State(evicted={}, free={}, placement=(), evicted_by_queue={}),
+        {job.index: frozenset({on_a})},
+    )
+    by_node = {c.node: c for c in search._changed(state, 8, 0)}
+    assert by_node["b"].floor == 3 * 4 * HOUR
+    assert by_node["b"].shares == {"a": 3 * 4 * HOUR}
+
+
 def test_no_table_where_a_node_could_take_both_pods() -> None:
     assert search_for(three_nodes(preemptor_gpus=4))._pair_table(4) is None
 
