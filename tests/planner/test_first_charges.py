@@ -114,8 +114,6 @@ def compare_with_and_without(
 ) -> tuple[int, int]:
     """Plan each case with the bound (built from the first step, never given up; a plan
     waits for 256 steps) and without it: the same plan, in no more steps."""
-    monkeypatch.setattr(search_module, "_FIRST_AFTER", 0)
-    monkeypatch.setattr(search_module, "_FIRST_TRIES", 10**9)
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
         off.setattr(Search, "_first_bound_pays", lambda self, gpus: False)

@@ -258,7 +258,6 @@ def test_a_pod_and_the_pods_after_it_never_cost_less_than_the_bound_says(
 
 def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int = 400) -> tuple[int, int]:
     """Plan each packed cluster with the bound (always asked) and without it."""
-    always_asked(monkeypatch)
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
         off.setattr(Search, "_pair_ready", lambda self, i, left: None)

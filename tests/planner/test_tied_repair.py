@@ -61,7 +61,6 @@ def test_the_plan_is_the_brute_force_optimum_when_repairs_tie(seed: int) -> None
 def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int) -> tuple[int, int]:
     """Plan each case with the tie bound (never given up: a plan stops computing it after
     32 tries that cut nothing) and without it: the same plan, in no more steps."""
-    monkeypatch.setattr(search_module, "_TIE_TRIES", 10**9)
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
         off.setattr(Search, "_tie_budget", lambda self, state, lost: None)
