@@ -127,11 +127,11 @@ class PairTable:
         self, node: str, skip: Container[str], changed: Iterable[Changed], more: int = 2
     ) -> float:
         """A lower bound on the lost work of freeing room on ``node`` (untouched) for one
-        pod, then on ``more`` (2 or 3) more distinct nodes of its rank on for the rest.
+        pod, then on ``more`` (1 to 3) more distinct nodes of its rank on for the rest.
 
         Room on ``node`` costs at least its floor. What the others evict beyond it
         costs at least their own bound less the work they share with ``node`` (its
-        jobs may be gone already); the pair or triple bound over those reduced floors
+        jobs may be gone already); the single, pair or triple bound over those reduced floors
         bounds the rest. Only the nodes that share a job with ``node`` change, so they
         join the changed ones and the scans pass them by.
         """

@@ -871,8 +871,9 @@ class Search:
         # For the last pod of its size the node's own floor, checked above, is that bound.
         more_of_size = i + 1 < len(s.to_place) and s.to_place[i + 1].gpus == gpus
         nodes = self._nodes_by_floor(state, gpus, first, count_protected, bounds, cutoff)
-        # With two more pods of this size after this one, the pair bound on the three
-        # (``PairTable.cheapest_after``); the changed nodes it reads, once it first does.
+        # With one to three more pods of this size after this one, the pair bound on this
+        # pod's node and theirs (``PairTable.cheapest_after``); the changed nodes it reads,
+        # gathered the first time it is asked here.
         pairs, more = None, 0
         for more in (1, 2, 3):
             pairs = self._pair_ready(i, more + 1)
@@ -926,7 +927,7 @@ class Search:
                         state, i, node, pairs, branch.skip, changed_nodes, more
                     )
                     if self._beyond_best(state, 0, after):
-                        self.pair_cuts += 1  # this node and any two after it lose to the best
+                        self.pair_cuts += 1  # this node, and any for the pods after it, lose
                         continue
             free = self._free(state, node)
             for changes, freed in self._room(state, node, gpus - free):
