@@ -27,12 +27,17 @@ def keeps_gang(candidate: CandidateFacts, evicted: frozenset[int]) -> bool:
     return remaining == 0 or remaining >= candidate.min_running
 
 
-def surplus_gpus(candidate: CandidateFacts, sizes: Sequence[int]) -> int | None:
+def surplus_gpus(
+    candidate: CandidateFacts, sizes: Sequence[int], running: int | None = None
+) -> int | None:
     """The most GPUs of ``sizes`` (its pods on one node) that ``candidate`` can lose
     without its gang breaking: its largest surplus pods there. None when every one of
-    them can go (the surplus covers them, or they are the whole job)."""
-    surplus = len(candidate.pods) - candidate.min_running
-    if surplus >= len(sizes) or len(sizes) == len(candidate.pods):
+    them can go (the surplus covers them, or they are all it runs). ``running``: the
+    pods it still runs, where some are evicted already (all of them by default)."""
+    if running is None:
+        running = len(candidate.pods)
+    surplus = running - candidate.min_running
+    if surplus >= len(sizes) or len(sizes) == running:
         return None
     return sum(sorted(sizes, reverse=True)[: max(0, surplus)])
 

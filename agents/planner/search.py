@@ -215,6 +215,14 @@ def _floor_knapsack(jobs: Sequence[FloorJob], need: int) -> float:
     return best[need]
 
 
+def _floor_over(jobs: Sequence[FloorJob], need: int) -> float:
+    """The least lost work of ``jobs`` (one node's) that frees at least ``need`` GPUs there,
+    more than none and no more than they hold: ``_floor_by_units``, or the knapsack where
+    that declines."""
+    found = _floor_by_units(jobs, need)
+    return _floor_knapsack(jobs, need) if found is None else found
+
+
 def _floor_by_units(jobs: Sequence[FloorJob], need: int) -> float | None:
     """``_floor_knapsack``'s answer without the knapsack, when every job either gives any of
     its GPUs there one by one or only all of them at once (its gang breaks); None when one
@@ -874,11 +882,8 @@ class Search:
         # With one to three more pods of this size after this one, the pair bound on this
         # pod's node and theirs (``PairTable.cheapest_after``); the changed nodes it reads,
         # gathered the first time it is asked here.
-        pairs, more = None, 0
-        for more in (1, 2, 3):
-            pairs = self._pair_ready(i, more + 1)
-            if pairs is not None:
-                break
+        more = len(s.to_place) - i - 1
+        pairs = self._pair_ready(i) if 1 <= more <= 3 else None
         changed_nodes: list[Changed] | None = None
         for protected, lost, node_i, tight in nodes:
             while ready and (ready[0][0][0], ready[0][0][1]) <= (protected, lost):
@@ -1161,8 +1166,7 @@ class Search:
             jobs.append((alone, on, rate, whole))
         if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
             return clear if need == held else math.inf
-        found = _floor_by_units(jobs, need)
-        return _floor_knapsack(jobs, need) if found is None else found
+        return _floor_over(jobs, need)
 
     def _remaining_bound(self, state: State, i: int) -> float:
         """A lower bound on the lost work still needed to place pods ``i`` onwards.
@@ -1336,14 +1340,14 @@ class Search:
     def _last_pair_bound(self, state: State, i: int) -> float | None:
         """The pair bound (``pair_bound``) on the last two or three pods, or None where it is
         not asked (``_pair_ready``)."""
-        pair = self._pair_ready(i, 2)
-        table = pair or self._pair_ready(i, 3)
+        left = len(self.s.to_place) - i
+        table = self._pair_ready(i) if left in (2, 3) else None
         if table is None:
             return None
         gpus = self.s.to_place[i].gpus
         first = state.last_node if i > 0 and self.s.to_place[i - 1].gpus == gpus else 0
         skip, changed = self._branch(state, gpus).skip, self._changed(state, gpus, first)
-        if pair is not None:
+        if left == 2:
             return table.cheapest(first, skip, changed)
         return table.cheapest_triple(first, skip, changed)
 
@@ -1362,13 +1366,13 @@ class Search:
         ``i`` name what it bounds: the completions of ``state`` with pod ``i`` there."""
         return table.cheapest_after(node, skip, changed, more)
 
-    def _pair_ready(self, i: int, left: int) -> PairTable | None:
-        """The pair table when pods ``i`` on are the last ``left``, identical, and each needs
-        a node of its own, and the search has run long enough for it to pay (the rule of
+    def _pair_ready(self, i: int) -> PairTable | None:
+        """The pair table when pods ``i`` on, the last ones, are identical and each needs a
+        node of its own, and the search has run long enough for it to pay (the rule of
         ``_first_bound_pays``); None otherwise, or once ``_PAIR_TRIES`` asks or more cut
         fewer than one in ``_PAIR_CUT_SHARE``."""
         s = self.s
-        if i != len(s.to_place) - left or self.best is None:
+        if self.best is None:
             return None
         gpus = s.to_place[i].gpus
         if gpus == 0 or any(pod.gpus != gpus for pod in s.to_place[i + 1 :]):
@@ -1442,19 +1446,12 @@ class Search:
                     shares[other] = shares.get(other, 0.0) + work
                 on = sum(here)
                 held += on
-                spare = len(left) - cand.min_running  # pods that may go, the gang kept
-                alone = on
-                if spare < len(here) and len(left) > len(here):
-                    alone = sum(sorted(here, reverse=True)[: max(0, spare)])
-                jobs.append((alone, on, rate, work))
+                some = surplus_gpus(cand, here, len(left))  # None: all may go, the gang kept
+                jobs.append((on if some is None else some, on, rate, work))
             need = gpus - self._free(state, node)
             if need > held:
                 continue  # its pods cannot make the room: no choice
-            floor = 0.0
-            if need > 0:
-                found = _floor_by_units(jobs, need)
-                floor = _floor_knapsack(jobs, need) if found is None else found
-            out.append(Changed(node, at, floor, shares))
+            out.append(Changed(node, at, _floor_over(jobs, need) if need > 0 else 0.0, shares))
         return out
 
     def _touched(self, skip: Set[str]) -> tuple[frozenset[str], frozenset[int]]:

@@ -260,7 +260,7 @@ def compare_with_and_without(monkeypatch: pytest.MonkeyPatch, seeds: int = 400) 
     """Plan each packed cluster with the bound (always asked) and without it."""
 
     def switch_off(off: pytest.MonkeyPatch) -> None:
-        off.setattr(Search, "_pair_ready", lambda self, i, left: None)
+        off.setattr(Search, "_pair_ready", lambda self, i: None)
 
     return with_and_without(monkeypatch, packed_case, seeds, switch_off)
 
