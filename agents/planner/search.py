@@ -1157,12 +1157,10 @@ class Search:
             rate = cand.lost_per_gpu_s
             whole = cand.gpus * rate
             some = surplus_gpus(cand, sizes)
-            if some is None:  # every pod here may go without breaking the gang
-                alone = on
-                clear += on * rate
-            else:
-                alone = some
-                clear += whole
+            alone = on if some is None else some
+            # Every pod here goes: at its rate where its surplus pods hold all its GPUs here
+            # (every pod may go, or the rest hold none), else its gang breaks.
+            clear += on * rate if alone >= on else whole
             jobs.append((alone, on, rate, whole))
         if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
             return clear if need == held else math.inf

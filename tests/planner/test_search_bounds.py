@@ -14,11 +14,13 @@ from __future__ import annotations
 import itertools
 import math
 
+from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuyield.agents.planner.search import (
     _WHOLES_AT_MOST,
+    Budget,
     FloorJob,
     Search,
     State,
@@ -26,6 +28,8 @@ from gpuyield.agents.planner.search import (
     _floor_by_units,
     _floor_knapsack,
 )
+from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.schemas import JobState
 from planner.reference import reference_plan
 from planner.searches import every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
@@ -233,3 +237,29 @@ def test_a_job_that_gives_part_of_its_gpus_leaves_the_floor_to_the_knapsack(
     if all(alone in (0, held) for alone, held, _, _ in jobs):
         return  # single-GPU jobs: no part to give
     assert _floor_by_units(jobs, need) is None
+
+
+def test_a_pod_without_gpus_does_not_make_a_job_break_its_gang_for_the_floor() -> None:
+    """A job of three pods that needs two running: 4 GPUs and a pod with none on node n,
+    4 GPUs on m. Freeing n's 4 GPUs evicts its 4-GPU pod alone (two keep running), an hour
+    of 4 GPUs; the floor once charged the whole job there, 8 GPU-hours, above the room
+    that costs 4, and so could cut the plan that takes it."""
+    elastic = (
+        a_job("elastic")
+        .with_pods(
+            a_pod("elastic-0", 4, "n"), a_pod("elastic-1", 0, "n"), a_pod("elastic-2", 4, "m")
+        )
+        .min_available(2)
+        .started(NOW - HOUR)
+        .submitted(NOW - 2 * HOUR)
+    )
+    preemptor = a_job("pre").priority(5000).with_pods(a_pod("pre-0", 4)).in_state(JobState.PENDING)
+    snapshot = a_snapshot(
+        nodes=[a_node("n", gpus=4), a_node("m", gpus=4)], jobs=[elastic, preemptor]
+    )
+    session = PlanningSession.open(snapshot, "pre")
+    search = Search(session, range(len(session.candidates)), frozenset(), Budget(1_000))
+    root = State(evicted={}, free={}, placement=(), evicted_by_queue={})
+    cheapest = min(search._delta(root, changes)[1] for changes, _ in search._room(root, "n", 4))
+    assert cheapest == 4 * HOUR
+    assert search._floor_of("n", 4) == cheapest
