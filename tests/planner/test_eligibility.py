@@ -16,7 +16,8 @@ from builders import HOUR, NOW, JobBuilder, a_job, a_node, a_pod, a_policy, a_qu
 
 from gpuyield.agents.planner import DEFAULT_RULES, effective_weight, plan
 from gpuyield.agents.planner.eligibility import judge_candidates
-from gpuyield.agents.planner.session import PlanningSession
+from gpuyield.agents.planner.rules import Verdict
+from gpuyield.agents.planner.session import CandidateFacts, PlanningSession
 from gpuyield.schemas import JobState, Plan, Policy, Queue, Snapshot
 
 # --------------------------------------------------------------------------- helpers
@@ -709,15 +710,41 @@ def test_judging_all_candidates_lists_the_eligible_and_the_protected_among_them(
     assert names(session, judged.protected) == ["heavy"]
 
 
-def test_judging_stops_at_a_candidates_first_refusal_unless_every_verdict_is_asked() -> None:
+def test_asking_every_verdict_lists_each_rule_s_verdict_past_a_refusal() -> None:
     session = three_candidates()
     (pinned,) = (c.index for c in session.candidates if c.name == "pinned")
-    first = judge_candidates(session, DEFAULT_RULES, every=False).verdicts[pinned]
     every = judge_candidates(session, DEFAULT_RULES, every=True).verdicts[pinned]
-    assert [(name, v.allowed) for name, v in first] == [("preemptable", False)]
     assert [(name, v.allowed) for name, v in every] == [
         ("preemptable", False),
         ("cooldown", False),
         ("eviction-limit", True),
         ("reclaim", True),
     ]
+
+
+def test_asking_every_verdict_finds_the_same_eligible_and_protected_candidates() -> None:
+    session = three_candidates()
+    first = judge_candidates(session, DEFAULT_RULES, every=False)
+    every = judge_candidates(session, DEFAULT_RULES, every=True)
+    assert (every.eligible, every.protected) == (first.eligible, first.protected)
+
+
+class AskedFor:
+    """A rule that abstains, and records whom it was asked about."""
+
+    name = "asked-for"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def judge(self, session: PlanningSession, candidate: CandidateFacts) -> Verdict | None:
+        self.asked.append(candidate.name)
+        return None
+
+
+def test_without_every_verdict_judging_stops_at_a_candidates_first_refusal() -> None:
+    session = three_candidates()
+    after = AskedFor()
+    judged = judge_candidates(session, (*DEFAULT_RULES[:1], after, *DEFAULT_RULES[1:]), every=False)
+    assert after.asked == ["heavy", "light"]  # "pinned" was refused by the rule before it
+    assert judged.verdicts == {}  # an unexplained plan reads eligibility alone
