@@ -136,7 +136,8 @@ class FirstCharges:
         groups: Mapping[str, Sequence[PodGroup]],
         candidate_nodes: Mapping[int, frozenset[str]],
     ) -> FirstCharges:
-        """The cheap key of every node that can host the pod and holds candidates.
+        """The cheap key of every node that can host the pod and whose candidates, all
+        evicted, would make a further slot for it (the others never offer one).
 
         ``groups`` holds each node's candidate pods, grouped by candidate in
         index order. The cheap key (the GPUs the first further slot lacks,
@@ -153,8 +154,13 @@ class FirstCharges:
             if mine is None:
                 continue
             free = session.node_free[node]
-            if session.node_gpus[node] // gpus <= free // gpus:
-                continue  # no further slot for such a pod here
+            held = sum(g.gpus * len(g.pods) for g in node_groups)
+            if min(session.node_gpus[node], free + held) // gpus <= free // gpus:
+                # No further slot for such a pod here, whoever is charged: ``_marginals``
+                # would find none at any ``first``. On the bench's full clusters that is
+                # most nodes (jobs that are not candidates hold the rest), and the walk
+                # refined each of them for nothing.
+                continue
             open_nodes.append(node)
             free_at_0, rate = 0, math.inf
             for g in node_groups:

@@ -11,14 +11,17 @@ of the state it was asked at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
-from builders import HOUR, a_node, a_snapshot
+from builders import HOUR, NOW, a_job, a_node, a_snapshot
 from hypothesis import given, settings
 
+from gpuyield.agents.planner import DEFAULT_RULES
 from gpuyield.agents.planner import first_charges as first_charges_module
 from gpuyield.agents.planner import search as search_module
+from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.first_charges import FirstCharges
 from gpuyield.agents.planner.search import (
     Budget,
@@ -82,6 +85,27 @@ def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> 
     touched = charges.touched(frozenset(), frozenset())
     with_it, without, _ = charges.cheapest_with(first, [], 0, 0, frozenset(), touched)
     assert (with_it, without) == (16 * HOUR, 0.0)
+
+
+def test_a_node_its_candidates_cannot_empty_offers_no_slot_and_is_never_walked() -> None:
+    """Node c is half held by a job that may not be evicted: no plan frees it whole, so the
+    walk must not refine it (on the bench's full clusters most nodes are such)."""
+    snapshot = a_snapshot(
+        nodes=[a_node("a"), a_node("b"), a_node("c")],
+        jobs=[
+            gang_across_a_and_b(),
+            a_job("pinned").not_preemptable().running(pods=[("c", 4)]),
+            a_job("half").running(pods=[("c", 4)], started_at=NOW - HOUR),
+            two_pod_preemptor(),
+        ],
+    )
+    session = PlanningSession.open(snapshot, "pre")
+    judged = judge_candidates(session, DEFAULT_RULES, every=False)
+    search = Search(session, judged.eligible, judged.protected, Budget(10_000))
+    charges = search._first_charges(8)
+    assert sorted(node for _, _, node in charges.weak) == ["a", "b"]
+    assert "c" not in charges.open_nodes
+    assert charges.first_slot("c", 0, charges.touched(frozenset(), frozenset())) == math.inf
 
 
 def assert_root_bound_is_below_the_optimum(case: Case) -> None:
