@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 
 import pytest
-from builders import HOUR, NOW, a_job, a_node, a_snapshot
+from builders import HOUR, a_node, a_snapshot
 from hypothesis import given, settings
 
 from gpuyield.agents.planner import DEFAULT_RULES
@@ -38,7 +38,11 @@ from gpuyield.schemas import Snapshot
 from planner.reference import reference_plan
 from planner.searches import cheapest_below, every_search, search_of, with_and_without
 from planner.strategies import Case, any_cases, examples, packed_case, varied_case
-from planner.two_node_gangs import gang_across_a_and_b, two_pod_preemptor
+from planner.two_node_gangs import (
+    a_and_b_and_a_pinned_half_c,
+    gang_across_a_and_b,
+    two_pod_preemptor,
+)
 
 ROOT = State(evicted={}, free={}, placement=(), evicted_by_queue={})
 
@@ -87,22 +91,16 @@ def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> 
     assert (with_it, without) == (16 * HOUR, 0.0)
 
 
-def test_a_node_its_candidates_cannot_empty_offers_no_slot_and_is_never_walked() -> None:
-    """Node c is half held by a job that may not be evicted: no plan frees it whole, so the
-    walk must not refine it (on the bench's full clusters most nodes are such)."""
-    snapshot = a_snapshot(
-        nodes=[a_node("a"), a_node("b"), a_node("c")],
-        jobs=[
-            gang_across_a_and_b(),
-            a_job("pinned").not_preemptable().running(pods=[("c", 4)]),
-            a_job("half").running(pods=[("c", 4)], started_at=NOW - HOUR),
-            two_pod_preemptor(),
-        ],
-    )
+def eligible_search(snapshot: Snapshot) -> Search:
+    """The search over the candidates the rules allow, as ``plan`` runs it."""
     session = PlanningSession.open(snapshot, "pre")
     judged = judge_candidates(session, DEFAULT_RULES, every=False)
-    search = Search(session, judged.eligible, judged.protected, Budget(10_000))
-    charges = search._first_charges(8)
+    return Search(session, judged.eligible, judged.protected, Budget(10_000))
+
+
+def test_a_node_its_candidates_cannot_empty_offers_no_slot_and_is_never_walked() -> None:
+    """On the bench's full clusters most nodes are such; the walk refined each of them."""
+    charges = eligible_search(a_and_b_and_a_pinned_half_c())._first_charges(8)
     assert sorted(node for _, _, node in charges.weak) == ["a", "b"]
     assert "c" not in charges.open_nodes
     assert charges.first_slot("c", 0, charges.touched(frozenset(), frozenset())) == math.inf

@@ -18,6 +18,8 @@ from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuyield.agents.planner import DEFAULT_RULES
+from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.search import (
     _WHOLES_AT_MOST,
     Budget,
@@ -33,6 +35,7 @@ from gpuyield.schemas import JobState
 from planner.reference import reference_plan
 from planner.searches import every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
+from planner.two_node_gangs import a_and_b_and_a_pinned_half_c
 
 
 def least_share(search: Search, node: str, need: int) -> float:
@@ -263,3 +266,12 @@ def test_a_pod_without_gpus_does_not_make_a_job_break_its_gang_for_the_floor() -
     cheapest = min(search._delta(root, changes)[1] for changes, _ in search._room(root, "n", 4))
     assert cheapest == 4 * HOUR
     assert search._floor_of("n", 4) == cheapest
+
+
+def test_a_node_its_candidates_cannot_empty_is_never_costed_for_the_pods_still_to_place() -> None:
+    """``_slot_costs`` finds no slot there, so the remaining pods' bound never walks it."""
+    session = PlanningSession.open(a_and_b_and_a_pinned_half_c(), "pre")
+    judged = judge_candidates(session, DEFAULT_RULES, every=False)
+    search = Search(session, judged.eligible, judged.protected, Budget(10_000))
+    assert sorted(node for _, _, node in search.tables[8].extra.weak) == ["a", "b"]
+    assert search._slot_costs("c", 8, 2) == []
