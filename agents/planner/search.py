@@ -530,10 +530,10 @@ class Search:
                     bounds.append((protected, (gpus - free) * rate, node_i))
                 # Only where its candidates, all evicted, make a further slot: elsewhere
                 # ``_slot_costs`` finds none, and on full clusters that is most nodes.
-                if s.node_gpus[node] // gpus > free // gpus and (
-                    free + sum(g.gpus * len(g.pods) for g in self.groups[node])
-                ) // gpus > free // gpus:
-                    weak.append(((gpus - free % gpus) * rate, node_i, node))
+                if s.node_gpus[node] // gpus > free // gpus:
+                    emptied = free + sum(g.gpus * len(g.pods) for g in self.groups[node])
+                    if emptied // gpus > free // gpus:
+                        weak.append(((gpus - free % gpus) * rate, node_i, node))
         return _SizeTable(
             tuple(ready),
             tuple(sorted(bounds)),
