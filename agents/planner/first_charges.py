@@ -135,15 +135,17 @@ class FirstCharges:
         rank: Mapping[str, int],
         groups: Mapping[str, Sequence[PodGroup]],
         candidate_nodes: Mapping[int, frozenset[str]],
+        held: Mapping[str, int],
     ) -> FirstCharges:
         """The cheap key of every node that can host the pod and whose candidates, all
         evicted, would make a further slot for it (the others never offer one).
 
         ``groups`` holds each node's candidate pods, grouped by candidate in
-        index order. The cheap key (the GPUs the first further slot lacks,
-        beyond what the jobs charged elsewhere at rank 0 hold, at the lowest
-        loss rate of the rest) is below every slot of the node at any
-        ``first``. A node's jobs are gathered only when a walk reaches it.
+        index order, and ``held`` the GPUs they hold on each node. The cheap
+        key (the GPUs the first further slot lacks, beyond what the jobs
+        charged elsewhere at rank 0 hold, at the lowest loss rate of the rest)
+        is below every slot of the node at any ``first``. A node's jobs are
+        gathered only when a walk reaches it.
         """
         candidates = session.candidates
         first_rank: dict[int, int] = {}
@@ -154,8 +156,7 @@ class FirstCharges:
             if mine is None:
                 continue
             free = session.node_free[node]
-            held = sum(g.gpus * len(g.pods) for g in node_groups)
-            if min(session.node_gpus[node], free + held) // gpus <= free // gpus:
+            if min(session.node_gpus[node], free + held[node]) // gpus <= free // gpus:
                 # No further slot for such a pod here, whoever is charged: ``_marginals``
                 # would find none at any ``first``. On the bench's full clusters that is
                 # most nodes (jobs that are not candidates hold the rest), and the walk

@@ -146,6 +146,7 @@ class _PodIndex(NamedTuple):
     candidate_nodes: dict[int, frozenset[str]]
     node_bound: dict[str, tuple[int, float]]  # (0 if one is unprotected else 1, lowest rate)
     node_weight: list[float]  # by node index: least W_eff there, what a new victim adds (or 0)
+    node_held: dict[str, int]  # the GPUs they hold there: the most any plan frees there
 
     @classmethod
     def of(
@@ -156,6 +157,7 @@ class _PodIndex(NamedTuple):
         bound: dict[str, tuple[int, float]] = {}
         lightest: dict[str, float] = {}
         candidate_nodes: dict[int, frozenset[str]] = {}
+        held: dict[str, int] = {}
         for i in eligible:  # in order, so each node's groups come in candidate order
             cand = session.candidates[i]
             for p, pod in enumerate(cand.pods):
@@ -163,6 +165,7 @@ class _PodIndex(NamedTuple):
                 if at is None:
                     at = pods_at[pod.node] = {}
                 at.setdefault((i, pod.gpus), []).append(p)
+                held[pod.node] = held.get(pod.node, 0) + pod.gpus
             nodes = candidate_nodes[i] = frozenset(pod.node for pod in cand.pods)
             flag, rate, weight = int(i in protected), cand.lost_per_gpu_s, cand.w_eff
             for node in nodes:
@@ -181,6 +184,7 @@ class _PodIndex(NamedTuple):
             candidate_nodes,
             bound,
             [lightest.get(n, 0.0) for n in session.node_names],
+            held,
         )
 
 
@@ -489,7 +493,7 @@ class Search:
         pods = _PodIndex.of(session, self.eligible, protected)
         self.groups, self.node_candidates = pods.groups, pods.node_candidates
         self.candidate_nodes, self.node_bound = pods.candidate_nodes, pods.node_bound
-        self.node_weight = pods.node_weight
+        self.node_weight, self.node_held = pods.node_weight, pods.node_held
         self.room_cache: dict[object, list[tuple[Changes, int]]] = {}
         self.floor_cache: dict[tuple[str, int], float] = {}
         self.slot_cache: dict[tuple[str, int, int], list[float]] = {}
@@ -530,10 +534,9 @@ class Search:
                     bounds.append((protected, (gpus - free) * rate, node_i))
                 # Only where its candidates, all evicted, make a further slot: elsewhere
                 # ``_slot_costs`` finds none, and on full clusters that is most nodes.
-                if s.node_gpus[node] // gpus > free // gpus:
-                    emptied = free + sum(g.gpus * len(g.pods) for g in self.groups[node])
-                    if emptied // gpus > free // gpus:
-                        weak.append(((gpus - free % gpus) * rate, node_i, node))
+                emptied = min(s.node_gpus[node], free + self.node_held[node])
+                if emptied // gpus > free // gpus:
+                    weak.append(((gpus - free % gpus) * rate, node_i, node))
         return _SizeTable(
             tuple(ready),
             tuple(sorted(bounds)),
@@ -1150,6 +1153,11 @@ class Search:
         runs for every node once per search, and most nodes' jobs take the
         shortcut of ``_floor_by_units``.
         """
+        if need > self.node_held.get(node, 0):
+            # Its candidates cannot free that many: no plan makes the room here. For
+            # whole-node pods on a full cluster that is most nodes (a job that may not go
+            # holds part of each), and each was costed job by job to learn it.
+            return math.inf
         per = pod_sizes(self.groups.get(node, ()))
         held, clear = 0, 0.0
         jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
@@ -1334,7 +1342,12 @@ class Search:
         found = self.first_charges.get(gpus)
         if found is None:
             found = FirstCharges.build(
-                self.s, gpus, self.tables[gpus].host_rank, self.groups, self.candidate_nodes
+                self.s,
+                gpus,
+                self.tables[gpus].host_rank,
+                self.groups,
+                self.candidate_nodes,
+                self.node_held,
             )
             self.first_charges[gpus] = found
         return found

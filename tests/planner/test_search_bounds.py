@@ -268,10 +268,21 @@ def test_a_pod_without_gpus_does_not_make_a_job_break_its_gang_for_the_floor() -
     assert search._floor_of("n", 4) == cheapest
 
 
-def test_a_node_its_candidates_cannot_empty_is_never_costed_for_the_pods_still_to_place() -> None:
-    """``_slot_costs`` finds no slot there, so the remaining pods' bound never walks it."""
+def pinned_half_search() -> Search:
     session = PlanningSession.open(a_and_b_and_a_pinned_half_c(), "pre")
     judged = judge_candidates(session, DEFAULT_RULES, every=False)
-    search = Search(session, judged.eligible, judged.protected, Budget(10_000))
+    return Search(session, judged.eligible, judged.protected, Budget(10_000))
+
+
+def test_a_node_its_candidates_cannot_empty_is_never_costed_for_the_pods_still_to_place() -> None:
+    """``_slot_costs`` finds no slot there, so the remaining pods' bound never walks it."""
+    search = pinned_half_search()
     assert sorted(node for _, _, node in search.tables[8].extra.weak) == ["a", "b"]
     assert search._slot_costs("c", 8, 2) == []
+
+
+def test_a_floor_is_infinite_exactly_where_the_candidates_hold_too_few_gpus() -> None:
+    search = pinned_half_search()
+    assert search.node_held["c"] == 4  # "half"; "pinned" may not go
+    assert search._floor("c", 5) == math.inf
+    assert search._floor("c", 4) == 4 * HOUR  # all of "half", an hour since its start
