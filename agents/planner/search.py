@@ -1445,6 +1445,9 @@ class Search:
             at = host_rank.get(node)
             if at is None or at < first:
                 continue
+            need = gpus - self._free(state, node)
+            if need > self.node_held.get(node, 0):
+                continue  # not even all its candidates make the room (seed 5: 333 of 601)
             jobs: list[FloorJob] = []
             shares: dict[str, float] = {}
             held = 0
@@ -1463,7 +1466,6 @@ class Search:
                 held += on
                 some = surplus_gpus(cand, here, len(left))  # None: all may go, the gang kept
                 jobs.append((on if some is None else some, on, rate, work))
-            need = gpus - self._free(state, node)
             if need > held:
                 continue  # its pods cannot make the room: no choice
             out.append(Changed(node, at, _floor_over(jobs, need) if need > 0 else 0.0, shares))
