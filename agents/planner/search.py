@@ -1174,8 +1174,8 @@ class Search:
             # (every pod may go, or the rest hold none), else its gang breaks.
             clear += on * rate if alone >= on else whole
             jobs.append((alone, on, rate, whole))
-        if need >= held:  # every pod there goes (a whole-node pod on a full node), or too few
-            return clear if need == held else math.inf
+        if need == held:  # every pod there goes (a whole-node pod on a full node)
+            return clear
         return _floor_over(jobs, need)
 
     def _remaining_bound(self, state: State, i: int) -> float:
