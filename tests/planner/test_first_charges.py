@@ -18,10 +18,8 @@ import pytest
 from builders import HOUR, a_node, a_snapshot
 from hypothesis import given, settings
 
-from gpuyield.agents.planner import DEFAULT_RULES
 from gpuyield.agents.planner import first_charges as first_charges_module
 from gpuyield.agents.planner import search as search_module
-from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.first_charges import FirstCharges
 from gpuyield.agents.planner.search import (
     Budget,
@@ -36,7 +34,13 @@ from gpuyield.agents.planner.search import (
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import Snapshot
 from planner.reference import reference_plan
-from planner.searches import cheapest_below, every_search, search_of, with_and_without
+from planner.searches import (
+    cheapest_below,
+    eligible_search,
+    every_search,
+    search_of,
+    with_and_without,
+)
 from planner.strategies import Case, any_cases, examples, packed_case, varied_case
 from planner.two_node_gangs import (
     a_and_b_and_a_pinned_half_c,
@@ -91,16 +95,9 @@ def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> 
     assert (with_it, without) == (16 * HOUR, 0.0)
 
 
-def eligible_search(snapshot: Snapshot) -> Search:
-    """The search over the candidates the rules allow, as ``plan`` runs it."""
-    session = PlanningSession.open(snapshot, "pre")
-    judged = judge_candidates(session, DEFAULT_RULES, every=False)
-    return Search(session, judged.eligible, judged.protected, Budget(10_000))
-
-
 def test_a_node_its_candidates_cannot_empty_offers_no_slot_and_is_never_walked() -> None:
     """On the bench's full clusters most nodes are such; the walk refined each of them."""
-    charges = eligible_search(a_and_b_and_a_pinned_half_c())._first_charges(8)
+    charges = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")._first_charges(8)
     assert sorted(node for _, _, node in charges.weak) == ["a", "b"]
     assert "c" not in charges.open_nodes
     assert charges.first_slot("c", 0, charges.touched(frozenset(), frozenset())) == math.inf

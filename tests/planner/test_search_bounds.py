@@ -18,8 +18,6 @@ from builders import HOUR, NOW, a_job, a_node, a_pod, a_snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuyield.agents.planner import DEFAULT_RULES
-from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.search import (
     _WHOLES_AT_MOST,
     Budget,
@@ -33,7 +31,7 @@ from gpuyield.agents.planner.search import (
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import JobState
 from planner.reference import reference_plan
-from planner.searches import every_search
+from planner.searches import eligible_search, every_search
 from planner.strategies import Case, any_cases, examples, seeded_case
 from planner.two_node_gangs import a_and_b_and_a_pinned_half_c
 
@@ -268,21 +266,15 @@ def test_a_pod_without_gpus_does_not_make_a_job_break_its_gang_for_the_floor() -
     assert search._floor_of("n", 4) == cheapest
 
 
-def pinned_half_search() -> Search:
-    session = PlanningSession.open(a_and_b_and_a_pinned_half_c(), "pre")
-    judged = judge_candidates(session, DEFAULT_RULES, every=False)
-    return Search(session, judged.eligible, judged.protected, Budget(10_000))
-
-
 def test_a_node_its_candidates_cannot_empty_is_never_costed_for_the_pods_still_to_place() -> None:
     """``_slot_costs`` finds no slot there, so the remaining pods' bound never walks it."""
-    search = pinned_half_search()
+    search = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")
     assert sorted(node for _, _, node in search.tables[8].extra.weak) == ["a", "b"]
     assert search._slot_costs("c", 8, 2) == []
 
 
 def test_a_floor_is_infinite_exactly_where_the_candidates_hold_too_few_gpus() -> None:
-    search = pinned_half_search()
+    search = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")
     assert search.node_held["c"] == 4  # "half"; "pinned" may not go
     assert search._floor("c", 5) == math.inf
     assert search._floor("c", 4) == 4 * HOUR  # all of "half", an hour since its start
