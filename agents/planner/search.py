@@ -1153,19 +1153,19 @@ class Search:
         runs for every node once per search, and most nodes' jobs take the
         shortcut of ``_floor_by_units``.
         """
-        if need > self.node_held.get(node, 0):
+        held = self.node_held.get(node, 0)
+        if need > held:
             # Its candidates cannot free that many: no plan makes the room here. For
             # whole-node pods on a full cluster that is most nodes (a job that may not go
             # holds part of each), and each was costed job by job to learn it.
             return math.inf
         per = pod_sizes(self.groups.get(node, ()))
-        held, clear = 0, 0.0
+        clear = 0.0
         jobs: list[tuple[int, int, float, float]] = []  # (alone, held, rate, whole job)
         candidates = self.s.candidates
         for c, sizes in per.items():
             cand = candidates[c]
             on = sum(sizes)
-            held += on
             rate = cand.lost_per_gpu_s
             whole = cand.gpus * rate
             some = surplus_gpus(cand, sizes)
