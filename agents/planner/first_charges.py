@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from gpuyield.agents.planner.bundles import surplus_gpus
-from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
+from gpuyield.agents.planner.knapsack import further_slots, hull_marginals, knapsack_cover
 from gpuyield.agents.planner.session import PlanningSession
 
 _NONE: frozenset[int] = frozenset()
@@ -156,7 +156,7 @@ class FirstCharges:
             if mine is None:
                 continue
             free = session.node_free[node]
-            if min(session.node_gpus[node], free + held[node]) // gpus <= free // gpus:
+            if further_slots(session.node_gpus[node], free, held[node], gpus) <= 0:
                 # No further slot for such a pod here, whoever is charged: ``_marginals``
                 # would find none at any ``first``. On the bench's full clusters that is
                 # most nodes (jobs that are not candidates hold the rest), and the walk
@@ -231,10 +231,10 @@ class FirstCharges:
         s, gpus = self.s, self.gpus
         free = s.node_free[node]
         options: list[list[tuple[int, float]]] = []
-        room = free
+        freeable = 0
         for job in self._jobs_of(node).jobs:
             held = sum(job.sizes)
-            room += held
+            freeable += held
             if job.after >= first or job.candidate in mine:  # charged elsewhere, or free
                 options.append([(held, 0.0)])
                 continue
@@ -246,7 +246,7 @@ class FirstCharges:
             if alone < held:
                 group.append((held, cand.gpus * rate))  # the gang breaks: the whole job
             options.append(group)
-        more = min(s.node_gpus[node], room) // gpus - free // gpus
+        more = further_slots(s.node_gpus[node], free, freeable, gpus)
         if more <= 0:
             return []
         need = (free // gpus + more) * gpus - free

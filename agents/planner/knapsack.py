@@ -37,6 +37,13 @@ def knapsack_cover(groups: Iterable[list[tuple[int, float]]], need: int) -> list
     return cover
 
 
+def further_slots(capacity: int, free: int, freeable: int, gpus: int) -> int:
+    """How many more ``gpus``-slots a node of ``capacity`` GPUs, ``free`` of them free, offers
+    once ``freeable`` more are freed (none where 0 or less): every per-node bound asks it
+    before costing a node, and a node with none never offers a slot at any cost."""
+    return min(capacity, free + freeable) // gpus - free // gpus
+
+
 def hull_marginals(cover: list[float], free: int, gpus: int, more: int) -> list[float]:
     """Per further ``gpus``-slot, a non-decreasing cost: the lower convex hull of ``cover``'s steps.
 

@@ -40,7 +40,7 @@ from gpuyield.agents.planner.bundles import (
     surplus_gpus,
 )
 from gpuyield.agents.planner.first_charges import FirstCharges, Touched, pod_sizes
-from gpuyield.agents.planner.knapsack import hull_marginals, knapsack_cover
+from gpuyield.agents.planner.knapsack import further_slots, hull_marginals, knapsack_cover
 from gpuyield.agents.planner.objective import Cost, cost_of
 from gpuyield.agents.planner.pair_bound import Changed, PairTable
 from gpuyield.agents.planner.placement import can_host, fit_key, pack
@@ -534,8 +534,7 @@ class Search:
                     bounds.append((protected, (gpus - free) * rate, node_i))
                 # Only where its candidates, all evicted, make a further slot: elsewhere
                 # ``_slot_costs`` finds none, and on full clusters that is most nodes.
-                emptied = min(s.node_gpus[node], free + self.node_held[node])
-                if emptied // gpus > free // gpus:
+                if further_slots(s.node_gpus[node], free, self.node_held[node], gpus) > 0:
                     weak.append(((gpus - free % gpus) * rate, node_i, node))
         return _SizeTable(
             tuple(ready),
@@ -617,16 +616,15 @@ class Search:
         if cached is not None:
             return cached
         free = self.s.node_free[node]
+        more = further_slots(self.s.node_gpus[node], free, self.node_held.get(node, 0), gpus)
+        if more <= 0:
+            self.slot_cache[key] = []
+            return []
         pods = [
             [(g.gpus, g.gpus * self.s.candidates[g.candidate].lost_per_gpu_s)]
             for g in self.groups.get(node, ())
             for _ in g.pods
         ]
-        room = min(self.s.node_gpus[node], free + sum(max(f for f, _ in o) for o in pods))
-        more = room // gpus - free // gpus
-        if more <= 0:
-            self.slot_cache[key] = []
-            return []
         need = (free // gpus + more) * gpus - free
         cover = knapsack_cover(pods, need)
         by_job = knapsack_cover(self._job_options(node, spread), need)
@@ -1252,7 +1250,7 @@ class Search:
             key = (offer, free, gpus)
             found = self.spot_cache.get(key)
             if found is None:
-                more = min(self.s.node_gpus[node], free + offer.room) // gpus - free // gpus
+                more = further_slots(self.s.node_gpus[node], free, offer.room, gpus)
                 if more > 0:
                     need = (free // gpus + more) * gpus - free
                     found = hull_marginals(self._cover(offer.pods, need), free, gpus, more)

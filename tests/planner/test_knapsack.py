@@ -12,7 +12,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuyield.agents.planner.knapsack import knapsack_cover
+from gpuyield.agents.planner.knapsack import further_slots, knapsack_cover
 from planner.strategies import examples
 
 Option = tuple[int, float]
@@ -49,3 +49,9 @@ def test_an_option_larger_than_the_need_covers_it_at_its_own_charge() -> None:
 
 def test_an_amount_no_choice_frees_costs_infinity() -> None:
     assert knapsack_cover([[(2, 1.0)]], 3) == [0.0, 1.0, 1.0, math.inf]
+
+
+def test_further_slots_count_what_freeing_adds_up_to_the_nodes_capacity() -> None:
+    assert further_slots(8, 2, 6, 4) == 2  # 2 free -> 8: two 4-GPU slots where none was
+    assert further_slots(8, 0, 4, 8) == 0  # half a node freed: no whole-node slot
+    assert further_slots(8, 4, 16, 4) == 1  # never past the node's capacity
