@@ -15,7 +15,7 @@ from gpuyield.agents.planner.eligibility import judge_candidates
 from gpuyield.agents.planner.objective import cost_of
 from gpuyield.agents.planner.search import Budget, Changes, DeltaCost, Found, Search, State
 from gpuyield.agents.planner.session import PlanningSession
-from gpuyield.schemas import Plan, Snapshot
+from gpuyield.schemas import Plan
 from planner.strategies import Case
 
 
@@ -30,13 +30,6 @@ def search_of(case: Case, budget: int) -> Search:
     session = PlanningSession.open(case.snapshot, case.preemptor)
     eligible, protected = eligible_of(session)
     return Search(session, eligible, protected, Budget(budget))
-
-
-def eligible_search(snapshot: Snapshot, preemptor: str) -> Search:
-    """The search a plan runs for ``preemptor`` over its eligible candidates, not yet run."""
-    session = PlanningSession.open(snapshot, preemptor)
-    eligible, protected = eligible_of(session)
-    return Search(session, eligible, protected, Budget(10_000))
 
 
 def eligible_of(session: PlanningSession) -> tuple[list[int], frozenset[int]]:

@@ -36,7 +36,6 @@ from gpuyield.schemas import Snapshot
 from planner.reference import reference_plan
 from planner.searches import (
     cheapest_below,
-    eligible_search,
     every_search,
     search_of,
     with_and_without,
@@ -97,7 +96,7 @@ def test_the_node_a_pod_is_sent_to_is_paid_for_even_when_free_slots_remain() -> 
 
 def test_a_node_its_candidates_cannot_empty_offers_no_slot_and_is_never_walked() -> None:
     """On the bench's full clusters most nodes are such; the walk refined each of them."""
-    charges = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")._first_charges(8)
+    charges = search_of(Case(a_and_b_and_a_pinned_half_c(), "pre"), 10_000)._first_charges(8)
     assert sorted(node for _, _, node in charges.weak) == ["a", "b"]
     assert "c" not in charges.open_nodes
     assert charges.first_slot("c", 0, charges.touched(frozenset(), frozenset())) == math.inf

@@ -31,7 +31,7 @@ from gpuyield.agents.planner.search import (
 from gpuyield.agents.planner.session import PlanningSession
 from gpuyield.schemas import JobState
 from planner.reference import reference_plan
-from planner.searches import eligible_search, every_search
+from planner.searches import every_search, search_of
 from planner.strategies import Case, any_cases, examples, seeded_case
 from planner.two_node_gangs import a_and_b_and_a_pinned_half_c
 
@@ -268,13 +268,13 @@ def test_a_pod_without_gpus_does_not_make_a_job_break_its_gang_for_the_floor() -
 
 def test_a_node_its_candidates_cannot_empty_is_never_costed_for_the_pods_still_to_place() -> None:
     """``_slot_costs`` finds no slot there, so the remaining pods' bound never walks it."""
-    search = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")
+    search = search_of(Case(a_and_b_and_a_pinned_half_c(), "pre"), 10_000)
     assert sorted(node for _, _, node in search.tables[8].extra.weak) == ["a", "b"]
     assert search._slot_costs("c", 8, 2) == []
 
 
 def test_a_floor_is_infinite_exactly_where_the_candidates_hold_too_few_gpus() -> None:
-    search = eligible_search(a_and_b_and_a_pinned_half_c(), "pre")
+    search = search_of(Case(a_and_b_and_a_pinned_half_c(), "pre"), 10_000)
     assert search.node_held["c"] == 4  # "half"; "pinned" may not go
     assert search._floor("c", 5) == math.inf
     assert search._floor("c", 4) == 4 * HOUR  # all of "half", an hour since its start
