@@ -56,7 +56,7 @@ from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import (
     Decision,
     Heartbeat,
-    JobProgress,
+    JobProgressBatch,
     KubeEvent,
     KubeEventType,
     KubeKind,
@@ -282,6 +282,10 @@ class Throughput:
     """Heartbeats each worker read (its own counter), when measured."""
     cpu_s: tuple[float | None, ...]
     """CPU seconds each worker spent between ready and done."""
+    messages: int = 0
+    """Messages on ``gpuyield.job-progress`` until the end: the decider's steps for progress."""
+    summaries: int = 0
+    """Summaries those messages carried."""
 
     @property
     def rate(self) -> float:
@@ -340,6 +344,7 @@ async def throughput(
     consumer.assign([tp])
     await consumer.seek_to_beginning(tp)
     finished: set[str] = set()
+    messages = summaries = 0
     with workers(bootstrap, redis_url, prefix, state, count, metrics=count > 1) as started:
         # The clock starts when the first is ready: started together, they join
         # one group generation, and any beat folded before the other is ready counts.
@@ -350,9 +355,12 @@ async def throughput(
             batch = await consumer.getmany(timeout_ms=200)
             for records in batch.values():
                 for r in records:
-                    summary = JobProgress.model_validate_json(r.value)
-                    if summary.progress >= 1.0:
-                        finished.add(summary.job)
+                    batch = JobProgressBatch.model_validate_json(r.value)
+                    messages += 1
+                    summaries += len(batch.summaries)
+                    for summary in batch.summaries:
+                        if summary.progress >= 1.0:
+                            finished.add(summary.job)
         done = time.time()
         cpu_at_done = [cpu_seconds(w.process.pid) for w in started]
         folded = tuple(
@@ -363,7 +371,7 @@ async def throughput(
         None if a is None or b is None else b - a
         for a, b in zip(cpu_at_ready, cpu_at_done, strict=True)
     )
-    return Throughput(len(items), done - ready, folded, cpu)
+    return Throughput(len(items), done - ready, folded, cpu, messages, summaries)
 
 
 async def latency(bootstrap: str, redis_url: str, demands: int, state: Path) -> list[float]:
@@ -549,7 +557,8 @@ def describe(t: Throughput) -> str:
     bound = "?" if t.cpu_bound_rate is None else f"{t.cpu_bound_rate:,.0f}"
     return (
         f"{t.rate:,.0f} beats/s; split {split}; CPU µs per beat read, per worker: {cpu}; "
-        f"a core each: {bound} beats/s"
+        f"a core each: {bound} beats/s; progress to the decider: {t.summaries:,} summaries in "
+        f"{t.messages:,} messages"
     )
 
 

@@ -44,7 +44,7 @@ from gpuyield.report import METRIC_ROWS, queue_rows, target_rows, write_report
 from gpuyield.schemas import InputError
 from gpuyield.schemas.config import ControllerConfig, with_knobs
 from gpuyield.schemas.decoding import MessageError, decode
-from gpuyield.schemas.messages import JobProgress, KubeEvent
+from gpuyield.schemas.messages import JobProgress, JobProgressBatch, KubeEvent
 from gpuyield.schemas.scenario import Scenario
 from gpuyield.schemas.simulation import PolicyResult
 from gpuyield.service_io import traced_settings_or_fail
@@ -337,8 +337,8 @@ def _recorded(url: str, base: Scenario, config: Path | None) -> RecordedWorkload
         try:
             if topic == events_topic:
                 events.append(decode(KubeEvent, value))
-            else:
-                progress.append(decode(JobProgress, value))
+            else:  # a batch, or a bare summary (read as a batch of one)
+                progress.extend(decode(JobProgressBatch, value).summaries)
         except MessageError:
             continue  # the decider dead-lettered it too
     try:

@@ -131,6 +131,39 @@ class JobProgress(WireModel):
     )
 
 
+PROGRESS_BATCH_MAX = 256
+"""Summaries one ``JobProgressBatch`` carries at most: each is under 1 KiB (a job name is at
+most 512 characters), so a batch stays well under Kafka's default 1 MiB message limit."""
+
+
+class JobProgressBatch(WireModel):
+    """The summaries one progress agent forwards after one batch of heartbeats, in one message.
+
+    The decider takes each message on its input topics as one step, with a
+    journal entry and its clock's changelog record; one message per forwarded
+    summary made those most of what the decider did per heartbeat. A batch is
+    one step: every summary applied in order, then one round of decisions.
+    A document that is a bare ``JobProgress`` (the simulator's event logs,
+    records written before batches) reads as a batch of that one summary.
+    """
+
+    v: FormatVersion = 1
+    summaries: tuple[JobProgress, ...] = Field(min_length=1, max_length=PROGRESS_BATCH_MAX)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_summary_is_a_batch(cls, data: Any) -> Any:
+        # With a validator before it, pydantic reads the JSON into Python objects first and
+        # validates those, strictly: a JSON array is then a list, which a strict tuple
+        # refuses, so the summaries' array is taken as the tuple it stands for.
+        if not isinstance(data, dict):
+            return data
+        if "summaries" in data:
+            summaries = data["summaries"]
+            return {**data, "summaries": tuple(summaries)} if isinstance(summaries, list) else data
+        return {"v": 1, "summaries": (data,)} if "job" in data else data
+
+
 class Tick(WireModel):
     """The passage of time, for the decider: deadlines and retries fire on ticks.
 

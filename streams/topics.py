@@ -22,6 +22,7 @@ from gpuyield.schemas.messages import (
     Decision,
     Heartbeat,
     JobProgress,
+    JobProgressBatch,
     JournalEntry,
     KubeEvent,
     Reservation,
@@ -204,14 +205,15 @@ def registry(
         ),
         TopicSpec(
             JOB_PROGRESS,
-            key="the job (namespace/name)",
-            value_type=JobProgress,
+            key="none (a batch's summaries name their jobs)",
+            value_type=JobProgressBatch,
             partitions=1,
             cleanup_policy="delete",
             retention_ms=INPUT_RETENTION_MS,
             why=(
-                "The progress agents forward each job's summary to the decider, a few per job "
-                "per minute; a decider input, so kept whole (not compacted) for replays."
+                "The progress agents forward the summaries that changed in each batch of "
+                "heartbeats to the decider, one message per batch; a decider input, so kept "
+                "whole (not compacted) for replays."
             ),
         ),
         TopicSpec(

@@ -375,6 +375,7 @@ ANNOTATIONS = {"title", "description", "default", "$defs"}
 VALIDATED = {
     "type", "properties", "required", "additionalProperties", "items", "anyOf", "enum",
     "const", "minimum", "maximum", "exclusiveMinimum", "minLength", "maxLength", "$ref",
+    "minItems", "maxItems",
 }  # fmt: skip
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
@@ -443,6 +444,10 @@ def errors(schema: Any, doc: Any, root: Doc, path: str = "$") -> list[str]:
         out.append(f"{path}: too short")
     if "maxLength" in schema and len(doc) > schema["maxLength"]:
         out.append(f"{path}: too long")
+    if "minItems" in schema and len(doc) < schema["minItems"]:
+        out.append(f"{path}: too few items")
+    if "maxItems" in schema and len(doc) > schema["maxItems"]:
+        out.append(f"{path}: too many items")
     if isinstance(doc, dict):
         out += [f"{path}.{k}: required" for k in schema.get("required", ()) if k not in doc]
         props = schema.get("properties", {})
@@ -474,6 +479,7 @@ EVERY_SCHEMA = [
     "kube-event.v1.schema.json",
     "heartbeat.v1.schema.json",
     "job-progress.v1.schema.json",
+    "job-progress-batch.v1.schema.json",
     "tick.v1.schema.json",
     "decision.v1.schema.json",
     "yield-command.v1.schema.json",
@@ -507,6 +513,21 @@ def test_the_snapshot_schema_requires_what_the_contract_requires(schemas: dict[s
     snapshot = schemas["snapshot.v1.schema.json"]
     assert set(snapshot["required"]) == {"version", "now", "nodes", "queues", "jobs"}
     assert snapshot["properties"]["version"]["const"] == 1
+
+
+def test_the_progress_batch_schema_accepts_a_batch_and_refuses_an_empty_one(
+    schemas: dict[str, Doc],
+) -> None:
+    schema = schemas["job-progress-batch.v1.schema.json"]
+    one = {
+        "job": "research/a",
+        "step": 10,
+        "progress": 0.5,
+        "first_seen_at": 1.0,
+        "updated_at": 2.0,
+    }
+    assert errors(schema, {"v": 1, "summaries": [one]}, schema) == []
+    assert errors(schema, {"v": 1, "summaries": []}, schema) == ["$.summaries: too few items"]
 
 
 def test_the_snapshot_schema_accepts_a_valid_snapshot(schemas: dict[str, Doc]) -> None:

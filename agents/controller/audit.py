@@ -28,7 +28,7 @@ from gpuyield.schemas.messages import (
     CommandAction,
     Decision,
     Heartbeat,
-    JobProgress,
+    JobProgressBatch,
     KubeEvent,
     KubeKind,
     Reservation,
@@ -47,7 +47,7 @@ FINISHED_PHASES = frozenset({"Completed", "Failed", "Terminated"})
 TOPIC_MODELS: Mapping[str, type[BaseModel]] = {
     "gpuyield.kube-events": KubeEvent,
     "gpuyield.heartbeats": Heartbeat,
-    "gpuyield.job-progress": JobProgress,
+    "gpuyield.job-progress": JobProgressBatch,  # a bare summary reads as a batch of one
     "gpuyield.decisions": Decision,
     "gpuyield.yield-commands": YieldCommand,
     "gpuyield.yield-acks": YieldAck,
@@ -298,7 +298,9 @@ def history(job: str, recorded: Iterable[Recorded]) -> JobHistory | None:
             if message.job == job:
                 messages += 1
                 alerts.append(f"{message.kind.value}: {message.message}")
-        elif isinstance(message, JobProgress | Reservation) and message.job == job:
+        elif (isinstance(message, Reservation) and message.job == job) or (
+            isinstance(message, JobProgressBatch) and any(s.job == job for s in message.summaries)
+        ):
             messages += 1
     if messages == 0:
         return None

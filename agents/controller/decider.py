@@ -118,6 +118,7 @@ from gpuyield.schemas.messages import (
     CommandAction,
     Decision,
     JobProgress,
+    JobProgressBatch,
     KubeEvent,
     KubeEventType,
     KubeKind,
@@ -130,7 +131,7 @@ from gpuyield.schemas.messages import (
     YieldOutcome,
 )
 
-Input = KubeEvent | JobProgress | YieldAck | Tick
+Input = KubeEvent | JobProgress | JobProgressBatch | YieldAck | Tick
 Planner = Callable[..., Plan]
 """``planner.plan``'s signature: the worker passes a timed wrapper (its metrics)."""
 ID_NAMESPACE = uuid.UUID("6f1c7a52-8d0e-4b51-9a57-1e0c5d2f9b10")
@@ -168,6 +169,8 @@ def message_time(message: Input) -> float:
         return message.observed_at
     if isinstance(message, JobProgress):
         return message.updated_at
+    if isinstance(message, JobProgressBatch):  # its newest summary's, as if taken one by one
+        return max(summary.updated_at for summary in message.summaries)
     if isinstance(message, YieldAck):
         return message.acked_at
     return message.at
@@ -453,6 +456,9 @@ def _run(s: _Step, message: Input) -> Outcome:
         _apply_kube_event(s, message)
     elif isinstance(message, JobProgress):
         _apply_progress(s, message)
+    elif isinstance(message, JobProgressBatch):
+        for summary in message.summaries:
+            _apply_progress(s, summary)
     elif isinstance(message, YieldAck):
         _apply_ack(s, message)
     _housekeeping(s)

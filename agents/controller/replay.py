@@ -39,7 +39,7 @@ from gpuyield.agents.controller.records import Record
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Decision,
-    JobProgress,
+    JobProgressBatch,
     JournalEntry,
     KubeEvent,
     RoundOutcome,
@@ -50,7 +50,7 @@ from gpuyield.schemas.messages import (
 
 INPUTS: Mapping[str, type[Input]] = {
     "gpuyield.kube-events": KubeEvent,
-    "gpuyield.job-progress": JobProgress,
+    "gpuyield.job-progress": JobProgressBatch,  # a bare summary reads as a batch of one
     "gpuyield.yield-acks": YieldAck,
     "gpuyield.ticks": Tick,
 }

@@ -3,8 +3,9 @@
 Two agents and a timer:
 
 - ``progress``: heartbeats (keyed by job, many partitions) folded into the
-  ``progress`` table in batches (``heartbeats.ProgressFolder``); a record that
-  changed enough is forwarded to the decider on ``gpuyield.job-progress``.
+  ``progress`` table in batches (``heartbeats.ProgressFolder``); the records
+  that changed enough are forwarded to the decider on ``gpuyield.job-progress``,
+  one ``JobProgressBatch`` message per batch of beats.
 - ``decider``: one stream of the single-partition topics (watch events, job
   progress, yield acks, ticks). Faust assigns co-subscribed topics with the
   same partition count together, so exactly one worker in the group owns
@@ -48,7 +49,7 @@ from gpuyield.agents.controller.progress import ForwardRule
 from gpuyield.agents.planner import plan
 from gpuyield.agents.worker.attempts import Attempts, attempt
 from gpuyield.agents.worker.frozen_heap import FrozenHeap
-from gpuyield.agents.worker.heartbeats import ProgressFolder
+from gpuyield.agents.worker.heartbeats import ProgressFolder, forward_batches
 from gpuyield.agents.worker.job_events import EventWriting
 from gpuyield.agents.worker.metrics import WorkerMetrics
 from gpuyield.agents.worker.reservations import ReservationSync, enforce_reservations
@@ -66,7 +67,7 @@ from gpuyield.schemas.config import SPARED_EVENTS
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
-    JobProgress,
+    JobProgressBatch,
     KubeEvent,
     Tick,
     YieldAck,
@@ -313,21 +314,20 @@ def build_app(
                 newest = {e.message.partition: e for e in events}  # the last read of each
                 for event in newest.values():
                     consumed(event)
-            for job, last_beat in changed.items():
-                forwarded = folder.to_forward(job)
-                if forwarded is None:
-                    continue
+            forwarded = [f for f in map(folder.to_forward, changed) if f is not None]
+            for batch in forward_batches(forwarded):
                 failure = await attempt(
-                    partial(job_progress.send, key=job.encode(), value=forwarded.raw),
-                    f"forwarding {job}'s progress",
+                    partial(job_progress.send, key=None, value=batch.raw),
+                    f"forwarding the progress of {len(batch.jobs)} job(s)",
                     options.attempts,
                 )
-                if failure is not None:  # the beat that made it goes to dead letters
-                    await reject(last_beat, failure)
+                if failure is not None:  # the beat that made each summary goes to dead letters
+                    for job in batch.jobs:
+                        await reject(changed[job], failure)
 
     models: dict[str, type[Input]] = {
         p + KUBE_EVENTS: KubeEvent,
-        p + JOB_PROGRESS: JobProgress,
+        p + JOB_PROGRESS: JobProgressBatch,  # a bare summary reads as a batch of one
         p + YIELD_ACKS: YieldAck,
         p + TICKS: Tick,
     }

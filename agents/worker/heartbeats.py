@@ -9,20 +9,24 @@ from the last forwarded record, at most a percent or the forward rule's
 silence behind (``progress.ForwardRule``).
 
 A forwarded record is serialised once: the table keeps its wire bytes, which
-are both the changelog record and the message forwarded to the decider (the
-same compact JSON the table held as a document before). The folder remembers
+are both the changelog record and the summary forwarded to the decider (the
+same compact JSON the table held as a document before). The summaries of one
+batch of beats go to the decider as one ``JobProgressBatch`` message
+(``forward_batches``): the decider takes each message as a step, with a
+journal entry and changelog writes of its own, and one message per summary
+made those most of its work per heartbeat. The folder remembers
 which bytes it wrote, so reading its own record back parses nothing; bytes it
 did not write (recovered from the changelog after a rebalance) are parsed.
 """
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 
 from gpuyield.agents.controller import progress as progress_rules
 from gpuyield.schemas.decoding import encode
-from gpuyield.schemas.messages import Heartbeat, JobProgress
+from gpuyield.schemas.messages import PROGRESS_BATCH_MAX, Heartbeat, JobProgress
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +112,37 @@ class ProgressFolder:
             if forwarded is not None:
                 out.append(forwarded.record)
         return out
+
+
+_BATCH_OPEN = b'{"v":1,"summaries":['
+_BATCH_CLOSE = b"]}"
+
+
+@dataclass(frozen=True, slots=True)
+class ForwardBatch:
+    """One message for the decider: the jobs whose summaries it carries, in order, and its
+    wire bytes (a ``JobProgressBatch``)."""
+
+    jobs: tuple[str, ...]
+    raw: bytes
+
+
+def forward_batches(
+    forwarded: Sequence[Forwarded], most: int = PROGRESS_BATCH_MAX
+) -> list[ForwardBatch]:
+    """``forwarded``'s summaries as ``JobProgressBatch`` messages of at most ``most`` each, in
+    order.
+
+    Each summary's bytes are the ones the table holds, set inside the batch's
+    envelope as they are: what encoding the batch model gives, byte for byte
+    (the same compact JSON, fields in model order), without serialising any
+    summary again.
+    """
+    if most < 1:
+        raise ValueError(f"a batch holds at least one summary, got most={most}")
+    out = []
+    for start in range(0, len(forwarded), most):
+        chunk = forwarded[start : start + most]
+        raw = _BATCH_OPEN + b",".join(f.raw for f in chunk) + _BATCH_CLOSE
+        out.append(ForwardBatch(tuple(f.record.job for f in chunk), raw))
+    return out

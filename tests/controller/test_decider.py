@@ -13,6 +13,7 @@ from gpuyield.schemas import Policy
 from gpuyield.schemas.messages import (
     CommandAction,
     JobProgress,
+    JobProgressBatch,
     ReservationState,
     YieldAck,
     YieldOutcome,
@@ -247,6 +248,48 @@ def test_an_older_progress_summary_does_not_overwrite_a_newer_one() -> None:
     c.feed(newer)
     c.feed(newer.model_copy(update={"progress": 0.1, "updated_at": NOW - 100}))
     assert c.records["progress/research/sweep-0"]["progress"] == 0.5
+
+
+def summary(job: str, step: int, progress: float, at: float) -> JobProgress:
+    return JobProgress(job=job, step=step, progress=progress, first_seen_at=T0, updated_at=at)
+
+
+def test_a_batch_of_summaries_is_one_step_that_applies_each_as_if_fed_one_by_one() -> None:
+    summaries = (
+        summary("research/sweep-0", 9000, 0.95, NOW - 5),
+        summary("research/sweep-1", 4000, 0.40, NOW - 3),
+    )
+    one_by_one, batched = shared_pool(), shared_pool()
+    for s in summaries:
+        one_by_one.feed(s)
+    batched.feed(JobProgressBatch(summaries=summaries))
+    progress = {k: v for k, v in batched.records.items() if k.startswith("progress/")}
+    assert progress == {k: v for k, v in one_by_one.records.items() if k.startswith("progress/")}
+    assert set(progress) == {"progress/research/sweep-0", "progress/research/sweep-1"}
+    assert batched.records["clock"] == one_by_one.records["clock"]  # its newest summary's time
+
+
+def test_a_summary_older_than_the_decider_s_copy_is_skipped_inside_a_batch() -> None:
+    c = shared_pool()
+    c.feed(summary("research/sweep-0", 10, 0.5, NOW))
+    c.feed(
+        JobProgressBatch(
+            summaries=(
+                summary("research/sweep-0", 5, 0.1, NOW - 100),
+                summary("research/sweep-1", 7, 0.3, NOW - 50),
+            )
+        )
+    )
+    assert c.records["progress/research/sweep-0"]["progress"] == 0.5
+    assert c.records["progress/research/sweep-1"]["progress"] == 0.3
+
+
+def test_a_batch_s_progress_reaches_the_plan_of_the_next_demand() -> None:
+    c = shared_pool()
+    c.feed(JobProgressBatch(summaries=(summary("research/sweep-0", 9000, 0.95, NOW - 5),)))
+    production_demand(c)
+    sweep0 = next(j for j in c.decisions[0].snapshot.jobs if j.name == "research/sweep-0")
+    assert sweep0.progress == 0.95
 
 
 def suspend_sweep_for_production() -> Controller:

@@ -13,7 +13,7 @@ from gpuyield.schemas.messages import (
     DeadLetter,
     Decision,
     Heartbeat,
-    JobProgress,
+    JobProgressBatch,
     JournalEntry,
     KubeEvent,
     Reservation,
@@ -42,7 +42,7 @@ from gpuyield.streams.topics import (
 EXPECTED = {  # name: (schema, partitions, retention)
     KUBE_EVENTS: (KubeEvent, 1, 7 * DAY_MS),
     HEARTBEATS: (Heartbeat, 8, DAY_MS),
-    JOB_PROGRESS: (JobProgress, 1, 7 * DAY_MS),
+    JOB_PROGRESS: (JobProgressBatch, 1, 7 * DAY_MS),
     TICKS: (Tick, 1, 7 * DAY_MS),
     DECIDER_JOURNAL: (JournalEntry, 1, 7 * DAY_MS),
     DECISIONS: (Decision, 1, 30 * DAY_MS),

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.progress import ForwardRule, fold
 from gpuyield.agents.worker.app import WorkerOptions, build_app
-from gpuyield.agents.worker.heartbeats import ProgressFolder
-from gpuyield.schemas.decoding import encode
-from gpuyield.schemas.messages import Heartbeat, JobProgress
+from gpuyield.agents.worker.heartbeats import Forwarded, ProgressFolder, forward_batches
+from gpuyield.schemas.decoding import decode, encode
+from gpuyield.schemas.messages import Heartbeat, JobProgress, JobProgressBatch
 
 NOW = 1_790_000_000.0
 JOB = "research/sweep-0"
@@ -200,3 +201,40 @@ def test_the_worker_forwards_progress_by_its_configured_rule() -> None:
         WorkerOptions(app_kwargs={"id": "rule", "broker": "kafka://127.0.0.1:9"}), config
     )
     assert app.gpuyield_progress_folder.rule == ForwardRule(0.02, 45)
+
+
+def forwarded_jobs(folder: ProgressFolder, jobs: list[str]) -> list[Forwarded]:
+    for i, job in enumerate(jobs):
+        folder.fold(beat(100 + i, NOW, 0.2, job=job))
+    found = [folder.to_forward(job) for job in jobs]
+    return [f for f in found if f is not None]
+
+
+def test_the_summaries_of_a_batch_of_beats_go_to_the_decider_as_one_message() -> None:
+    table: dict[bytes, bytes] = {}
+    jobs = ["research/a", "research/b", "research/c"]
+    forwarded = forwarded_jobs(ProgressFolder(table), jobs)
+    [batch] = forward_batches(forwarded)
+    assert batch.jobs == tuple(jobs)
+    message = decode(JobProgressBatch, batch.raw)
+    assert message.summaries == tuple(stored(table, job) for job in jobs)
+    assert batch.raw == encode(message)  # the summaries' own bytes, in the batch's envelope
+
+
+@given(st.integers(min_value=0, max_value=40), st.integers(min_value=1, max_value=12))
+def test_summaries_beyond_what_one_message_holds_go_in_more_messages_in_order(
+    count: int, most: int
+) -> None:
+    jobs = [f"research/job-{i:02d}" for i in range(count)]
+    forwarded = forwarded_jobs(ProgressFolder({}), jobs)
+    batches = forward_batches(forwarded, most)
+    assert all(0 < len(b.jobs) <= most for b in batches)
+    assert [job for b in batches for job in b.jobs] == jobs
+    read = [decode(JobProgressBatch, b.raw) for b in batches]
+    assert [s for m in read for s in m.summaries] == [f.record for f in forwarded]
+    assert len(batches) == -(-count // most)
+
+
+def test_a_batch_must_hold_at_least_one_summary() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        forward_batches([], 0)

@@ -20,7 +20,7 @@ import pytest
 from live_worker import LiveWorker, decoded, publish, read_until
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpuyield.schemas.messages import Heartbeat, JobProgress
+from gpuyield.schemas.messages import Heartbeat, JobProgress, JobProgressBatch
 from gpuyield.streams.partitioning import partition_for
 from gpuyield.streams.topics import DEFAULT_PARTITIONS
 
@@ -79,9 +79,10 @@ async def progress_reaching(
 
     def newest(raw: list[bytes]) -> dict[str, JobProgress]:
         found: dict[str, JobProgress] = {}
-        for record in decoded(raw, JobProgress):
-            if record.job not in found or record.step >= found[record.job].step:
-                found[record.job] = record
+        for batch in decoded(raw, JobProgressBatch):
+            for record in batch.summaries:
+                if record.job not in found or record.step >= found[record.job].step:
+                    found[record.job] = record
         return found
 
     def shows_last(seen: dict[str, list[bytes]]) -> bool:
