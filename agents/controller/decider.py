@@ -132,6 +132,14 @@ from gpuyield.schemas.messages import (
 )
 
 Input = KubeEvent | JobProgress | JobProgressBatch | YieldAck | Tick
+INPUT_MODELS: Mapping[str, type[Input]] = {
+    "gpuyield.kube-events": KubeEvent,
+    "gpuyield.job-progress": JobProgressBatch,  # a bare summary reads as a batch of one
+    "gpuyield.yield-acks": YieldAck,
+    "gpuyield.ticks": Tick,
+}
+"""The decider's input topics (canonical names, before any prefix) and how each is read:
+the worker's decider and ``gpuyield replay`` read them alike."""
 Planner = Callable[..., Plan]
 """``planner.plan``'s signature: the worker passes a timed wrapper (its metrics)."""
 ID_NAMESPACE = uuid.UUID("6f1c7a52-8d0e-4b51-9a57-1e0c5d2f9b10")

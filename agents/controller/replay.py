@@ -32,28 +32,25 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input, InputRejected, message_time, step
+from gpuyield.agents.controller.decider import (
+    INPUT_MODELS,
+    Input,
+    InputRejected,
+    message_time,
+    step,
+)
 from gpuyield.agents.controller.index import RecordIndex
 from gpuyield.agents.controller.journal import table_digest
 from gpuyield.agents.controller.records import Record
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Decision,
-    JobProgressBatch,
     JournalEntry,
-    KubeEvent,
     RoundOutcome,
-    Tick,
-    YieldAck,
     YieldCommand,
 )
 
-INPUTS: Mapping[str, type[Input]] = {
-    "gpuyield.kube-events": KubeEvent,
-    "gpuyield.job-progress": JobProgressBatch,  # a bare summary reads as a batch of one
-    "gpuyield.yield-acks": YieldAck,
-    "gpuyield.ticks": Tick,
-}
+INPUTS: Mapping[str, type[Input]] = INPUT_MODELS
 """The decider's input topics (canonical names) and their messages."""
 
 Position = tuple[str, int, int]

@@ -42,7 +42,7 @@ from faust.serializers import codecs
 from faust.types import EventT
 
 from gpuyield.agents.controller.config import ControllerConfig
-from gpuyield.agents.controller.decider import Input, Outcome
+from gpuyield.agents.controller.decider import INPUT_MODELS, Input, Outcome
 from gpuyield.agents.controller.journal import Journal
 from gpuyield.agents.controller.live_view import live_view
 from gpuyield.agents.controller.progress import ForwardRule
@@ -67,10 +67,7 @@ from gpuyield.schemas.config import SPARED_EVENTS
 from gpuyield.schemas.decoding import MessageError, decode, encode
 from gpuyield.schemas.messages import (
     Heartbeat,
-    JobProgressBatch,
-    KubeEvent,
     Tick,
-    YieldAck,
 )
 from gpuyield.streams.dead_letters import dead_letter
 from gpuyield.streams.fast_delivery import deliver_without_tasks
@@ -325,12 +322,7 @@ def build_app(
                     for job in batch.jobs:
                         await reject(changed[job], failure)
 
-    models: dict[str, type[Input]] = {
-        p + KUBE_EVENTS: KubeEvent,
-        p + JOB_PROGRESS: JobProgressBatch,  # a bare summary reads as a batch of one
-        p + YIELD_ACKS: YieldAck,
-        p + TICKS: Tick,
-    }
+    models: dict[str, type[Input]] = {p + name: model for name, model in INPUT_MODELS.items()}
     pacer = view_pacer if view_pacer is not None else ViewPacer()
 
     def observe(message: Input, outcome: Outcome) -> None:

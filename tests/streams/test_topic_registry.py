@@ -8,6 +8,7 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
+from gpuyield.agents.controller.decider import INPUT_MODELS
 from gpuyield.schemas.messages import (
     Alert,
     DeadLetter,
@@ -154,3 +155,9 @@ async def test_fresh_topics_fixture_gives_each_test_its_own(
 ) -> None:
     assert set(fresh_topics) == set(EXPECTED)
     assert all(spec.name.startswith(topic_prefix) for spec in fresh_topics.values())
+
+
+def test_the_decider_reads_each_of_its_input_topics_as_the_registry_says() -> None:
+    schemas = {spec.name: spec.value_type for spec in registry()}
+    assert {name: schemas[name] for name in INPUT_MODELS} == dict(INPUT_MODELS)
+    assert set(INPUT_MODELS) == {KUBE_EVENTS, JOB_PROGRESS, YIELD_ACKS, TICKS}
