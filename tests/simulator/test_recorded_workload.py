@@ -20,7 +20,7 @@ from gpuyield.schemas.kube_objects import (
     a_volcano_job,
     event,
 )
-from gpuyield.schemas.messages import JobProgress, KubeEvent, KubeEventType
+from gpuyield.schemas.messages import JobProgress, JobProgressBatch, KubeEvent, KubeEventType
 from gpuyield.streams.archive import Archive, ArchivedMessage
 
 T0 = 1_764_460_800.0
@@ -160,6 +160,41 @@ def test_simulate_from_an_archive_runs_the_recorded_jobs(tmp_path: Path) -> None
     doc = json.loads(result.stdout)
     assert doc["scenario"]["nodes"] == 3
     assert doc["policies"]["gpuyield"]["jobs_completed"] >= 1
+
+
+def simulated_from(directory: Path, events: list[KubeEvent], progress: list[bytes]) -> object:
+    archive = Archive(str(directory))
+    archive.write(
+        [
+            ArchivedMessage("gpuyield.kube-events", 0, i, None, None, encode(e))
+            for i, e in enumerate(events)
+        ]
+    )
+    archive.write(
+        [
+            ArchivedMessage("gpuyield.job-progress", 0, i, None, None, raw)
+            for i, raw in enumerate(progress)
+        ]
+    )
+    result = CliRunner().invoke(
+        app, ["simulate", "--from-archive", archive.url, "--policies", "gpuyield", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_progress_archived_in_batches_simulates_as_the_same_summaries_one_by_one(
+    tmp_path: Path,
+) -> None:
+    events, recorded = a_recorded_run()
+    at = T0 + 2 * H  # half an hour after it started, a tenth done
+    earlier = recorded[0].model_copy(update={"step": 100, "progress": 0.1, "updated_at": at})
+    progress = [earlier, *recorded]
+    one_by_one = simulated_from(tmp_path / "bare", events, [encode(p) for p in progress])
+    halves = (progress[: len(progress) // 2], progress[len(progress) // 2 :])
+    batches = [encode(JobProgressBatch(summaries=tuple(half))) for half in halves if half]
+    assert len(batches) == 2
+    assert simulated_from(tmp_path / "batched", events, batches) == one_by_one
 
 
 def test_simulate_from_an_empty_archive_is_bad_input(tmp_path: Path) -> None:
