@@ -15,6 +15,8 @@ from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import (
     CommandAction,
     Heartbeat,
+    JobProgress,
+    JobProgressBatch,
     KubeEvent,
     KubeEventType,
     KubeKind,
@@ -263,3 +265,13 @@ def test_an_ack_whose_command_is_not_on_the_record_is_still_a_yield() -> None:
     assert y.issued_at == NOW  # when the yield began: the ack's time less its seconds
     assert y.command_recorded is False
     assert found.suspended_at == (NOW + 60,)  # the Volcano Job's Aborted phase says so
+
+
+def test_a_job_whose_progress_is_on_the_record_in_a_batch_has_a_history() -> None:
+    summaries = tuple(
+        JobProgress(job=job, step=900, progress=0.3, first_seen_at=T0, updated_at=NOW)
+        for job in ("research/sweep-7", VICTIM)
+    )
+    record = [recorded("gpuyield.job-progress", NOW, encode(JobProgressBatch(summaries=summaries)))]
+    assert history(VICTIM, record) is not None
+    assert history("research/sweep-8", record) is None
