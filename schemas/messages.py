@@ -132,8 +132,9 @@ class JobProgress(WireModel):
 
 
 PROGRESS_BATCH_MAX = 256
-"""Summaries one ``JobProgressBatch`` carries at most: each is under 1 KiB (a job name is at
-most 512 characters), so a batch stays well under Kafka's default 1 MiB message limit."""
+"""Summaries one ``JobProgressBatch`` carries at most: a summary's JSON is at most about 2.5 KiB
+(a job name of 512 characters, each up to 4 bytes of UTF-8), so a batch stays under Kafka's
+default 1 MiB message limit, which the job-progress topic keeps."""
 
 
 class JobProgressBatch(WireModel):

@@ -311,8 +311,7 @@ def build_app(
                 newest = {e.message.partition: e for e in events}  # the last read of each
                 for event in newest.values():
                     consumed(event)
-            forwarded = [f for f in map(folder.to_forward, changed) if f is not None]
-            for batch in forward_batches(forwarded):
+            for batch in forward_batches(folder.forward_changed(changed)):
                 failure = await attempt(
                     partial(job_progress.send, key=None, value=batch.raw),
                     f"forwarding the progress of {len(batch.jobs)} job(s)",

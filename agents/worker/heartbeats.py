@@ -21,7 +21,7 @@ did not write (recovered from the changelog after a rebalance) are parsed.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass
 
 from gpuyield.agents.controller import progress as progress_rules
@@ -104,13 +104,14 @@ class ProgressFolder:
         self._written[job] = forwarded
         return forwarded
 
-    def forward_changed(self, jobs: dict[str, None]) -> list[JobProgress]:
-        """After a batch: each changed job's record, where it is worth forwarding."""
+    def forward_changed(self, jobs: Iterable[str]) -> list[Forwarded]:
+        """After a batch: each changed job's record, persisted, where it is worth forwarding,
+        in the order given."""
         out = []
         for job in jobs:
             forwarded = self.to_forward(job)
             if forwarded is not None:
-                out.append(forwarded.record)
+                out.append(forwarded)
         return out
 
 

@@ -189,7 +189,7 @@ def test_a_backlog_older_than_the_bound_is_folded_whole_when_caught_up() -> None
         for i, b in enumerate(beats)
     ]
     assert changed == ["research/sweep-7"] * 250  # none taken for old news
-    (forwarded,) = folder.forward_changed({"research/sweep-7": None})
+    (forwarded,) = [f.record for f in folder.forward_changed(["research/sweep-7"])]
     assert (forwarded.step, forwarded.progress, forwarded.updated_at) == (1000, 1.0, sent[-1])
     assert forwarded.clock_offset_s is None
     assert forwarded.step_rate == pytest.approx(0.4)  # 4 steps every 10 s: the trainer's times

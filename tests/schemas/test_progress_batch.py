@@ -60,3 +60,21 @@ def test_a_batch_larger_than_a_message_may_carry_is_refused() -> None:
     doc = {"v": 1, "summaries": [summary(f"research/j{i}").model_dump() for i in range(257)]}
     assert PROGRESS_BATCH_MAX == 256
     assert "summaries" in refused(json.dumps(doc).encode())
+
+
+def test_the_largest_batch_fits_kafka_s_default_message_limit() -> None:
+    widest = JobProgress(
+        job="\U0001f680" * 512,  # the longest name, of 4-byte characters
+        step=2**53 - 1,
+        progress=0.123456789012345,
+        step_rate=123456.78901234567,
+        last_checkpoint_step=2**53 - 1,
+        last_checkpoint_at=4_102_444_799.123456,
+        checkpoint_interval_s=315_359_999.123456,
+        first_seen_at=4_102_444_799.123456,
+        updated_at=4_102_444_799.123456,
+        forwarded_at=4_102_444_799.123456,
+        clock_offset_s=-123456789.12345678,
+    )
+    batch = JobProgressBatch(summaries=(widest,) * PROGRESS_BATCH_MAX)
+    assert len(encode(batch)) < 1_048_576

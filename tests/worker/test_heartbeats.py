@@ -50,7 +50,7 @@ def test_a_batch_forwards_each_changed_job_once_and_persists_only_what_it_forwar
         if job is not None:
             changed[job] = None
     forwarded = folder.forward_changed(changed)
-    assert [(f.job, f.step) for f in forwarded] == [(JOB, 104)]
+    assert [(f.record.job, f.record.step) for f in forwarded] == [(JOB, 104)]
     assert stored(table).step == 104
     # A beat that moves nothing that matters is folded but neither forwarded nor written.
     folder.fold(beat(105, NOW + 10, 0.1045))
@@ -177,7 +177,8 @@ def test_whatever_the_batches_each_forwarded_record_is_the_fold_of_every_beat_so
         if folder.fold(heartbeat, at) is not None:
             changed[JOB] = None
         if i in batch_ends or i == len(beats):
-            for record in folder.forward_changed(changed):
+            for forwarded in folder.forward_changed(changed):
+                record = forwarded.record
                 assert reference is not None
                 assert record == reference.model_copy(update={"forwarded_at": reference.updated_at})
                 assert stored(table) == record
@@ -206,8 +207,7 @@ def test_the_worker_forwards_progress_by_its_configured_rule() -> None:
 def forwarded_jobs(folder: ProgressFolder, jobs: list[str]) -> list[Forwarded]:
     for i, job in enumerate(jobs):
         folder.fold(beat(100 + i, NOW, 0.2, job=job))
-    found = [folder.to_forward(job) for job in jobs]
-    return [f for f in found if f is not None]
+    return folder.forward_changed(jobs)
 
 
 def test_the_summaries_of_a_batch_of_beats_go_to_the_decider_as_one_message() -> None:
