@@ -111,6 +111,36 @@ def event_writer(settings: Settings) -> EventWriter | None:
     return EventWriter(_kube_client(settings, "GPUYIELD_KUBE_EVENTS"))
 
 
+def worker_options(
+    settings: Settings,
+    bootstrap: list[str],
+    *,
+    tick_s: float,
+    enforcer: ReservationEnforcer | None = None,
+    events: EventWriter | None = None,
+    metrics: WorkerMetrics | None = None,
+) -> WorkerOptions:
+    """What ``gpuyield worker`` gives its app: each knob from the settings, the services it
+    started, and the clients it made."""
+    return WorkerOptions(
+        app_kwargs=faust_app_kwargs(settings, bootstrap),
+        topic_prefix=settings.topic_prefix,
+        tick_s=tick_s,
+        heartbeat_partitions=settings.topic_partitions,
+        heartbeat_batch=settings.heartbeat_batch,
+        heartbeat_batch_window_s=settings.heartbeat_batch_window_s,
+        data_dir=str(Path(settings.state_dir) / "faust"),
+        reservation_enforcer=enforcer,
+        reservation_reconcile_s=settings.reservation_reconcile_s,
+        heap_refreeze_s=settings.heap_refreeze_s,
+        event_writer=events,
+        instance=socket.gethostname(),
+        spared_events=settings.kube_events_spared,
+        metrics=metrics,
+        attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
+    )
+
+
 def controller_config(settings: Settings) -> ControllerConfig:
     """The decider's knobs: the settings' policy block (every ``GPUYIELD_<KNOB>``)."""
     return settings.controller
@@ -165,20 +195,13 @@ def worker_command(
             )
             writer = LiveViewWriter(endpoints.redis_url, settings.cluster_id)
             app = build_app(
-                WorkerOptions(
-                    app_kwargs=faust_app_kwargs(settings, endpoints.kafka_bootstrap),
-                    topic_prefix=prefix,
+                worker_options(
+                    settings,
+                    endpoints.kafka_bootstrap,
                     tick_s=tick_s,
-                    heartbeat_partitions=settings.topic_partitions,
-                    data_dir=str(Path(settings.state_dir) / "faust"),
-                    reservation_enforcer=enforcer,
-                    reservation_reconcile_s=settings.reservation_reconcile_s,
-                    heap_refreeze_s=settings.heap_refreeze_s,
-                    event_writer=events,
-                    instance=socket.gethostname(),
-                    spared_events=settings.kube_events_spared,
+                    enforcer=enforcer,
+                    events=events,
                     metrics=metrics if served is not None else None,
-                    attempts=Attempts(settings.agent_max_attempts, settings.agent_retry_backoff_s),
                 ),
                 controller_config(settings),
                 publish_view=writer.publish,

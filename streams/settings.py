@@ -493,6 +493,27 @@ class Settings(BaseSettings):
             "0: never freeze. Default 3600."
         ),
     )
+    heartbeat_batch: int = Field(
+        1000,
+        ge=1,
+        le=100_000,
+        description=(
+            "Heartbeats a worker's progress agent folds in one batch, or fewer once "
+            "GPUYIELD_HEARTBEAT_BATCH_WINDOW_S has passed. A job that beat several times "
+            "in a batch is folded once, and the summaries that changed go to the decider as "
+            "one message (up to 256 per message), which the decider takes as one step. "
+            "Default 1000."
+        ),
+    )
+    heartbeat_batch_window_s: float = Field(
+        0.1,
+        gt=0,
+        le=10,
+        description=(
+            "The longest a worker waits to fill a batch of heartbeats before it folds what "
+            "it has: the most a forwarded summary is held back. Default 0.1."
+        ),
+    )
     broker_check_s: float = Field(
         5.0,
         gt=0,

@@ -158,6 +158,7 @@ def test_the_sasl_password_is_masked(monkeypatch: pytest.MonkeyPatch) -> None:
             "-1",
             "GPUYIELD_KUBE_EVENTS_SPARED: input should be greater",
         ),
+        ("GPUYIELD_HEARTBEAT_BATCH", "0", "GPUYIELD_HEARTBEAT_BATCH: input should be greater"),
     ],
 )
 def test_a_bad_value_is_exit_2_and_one_line_naming_the_variable(

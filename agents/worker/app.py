@@ -132,7 +132,10 @@ class WorkerOptions:
     """Where faust keeps its local files (default: ``<app id>-data`` in the working directory)."""
 
     heartbeat_batch: int = 1000
-    """Heartbeats folded per batch (or fewer after 100 ms)."""
+    """Heartbeats folded per batch (or fewer after ``heartbeat_batch_window_s``)."""
+
+    heartbeat_batch_window_s: float = 0.1
+    """The longest the progress agent waits to fill a batch before folding what it has."""
 
     reservation_enforcer: ReservationEnforcer | None = None
     """Makes the decider's holds true on the cluster; None: no Kubernetes access (as before)."""
@@ -287,7 +290,9 @@ def build_app(
 
     @app.agent(heartbeats)
     async def progress(stream: faust.StreamT[bytes]) -> None:
-        batches = cast(Any, stream).take_events(options.heartbeat_batch, within=0.1)
+        batches = cast(Any, stream).take_events(
+            options.heartbeat_batch, within=options.heartbeat_batch_window_s
+        )
         async for events in batches:
             changed: dict[str, EventT[bytes]] = {}  # job -> its last beat in the batch
             for event in events:
