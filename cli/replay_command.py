@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.table import Table
 
+from gpuyield.agents.controller.decider import INPUT_MODELS
 from gpuyield.agents.controller.replay import (
-    INPUTS,
     Compared,
     Position,
     ReplayError,
@@ -56,7 +56,7 @@ def read_record(messages: Iterable[tuple[str, int, int, bytes | None]], prefix: 
     inputs: dict[Position, bytes | None] = {}
     decisions: list[tuple[int, bytes | None]] = []
     commands: list[tuple[int, int, bytes | None]] = []
-    inputs_wanted = {prefix + name for name in INPUTS}
+    inputs_wanted = {prefix + name for name in INPUT_MODELS}
     for topic, partition, offset, value in messages:
         if topic == prefix + DECIDER_JOURNAL:
             journal.append((offset, value))
@@ -76,7 +76,7 @@ def read_record(messages: Iterable[tuple[str, int, int, bytes | None]], prefix: 
 
 
 def recorded_topics(prefix: str) -> list[str]:
-    return [prefix + t for t in (DECIDER_JOURNAL, *INPUTS, DECISIONS, YIELD_COMMANDS)]
+    return [prefix + t for t in (DECIDER_JOURNAL, *INPUT_MODELS, DECISIONS, YIELD_COMMANDS)]
 
 
 def _from_archive(url: str, prefix: str) -> RunRecord:

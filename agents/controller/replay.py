@@ -34,7 +34,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from gpuyield.agents.controller.config import ControllerConfig
 from gpuyield.agents.controller.decider import (
     INPUT_MODELS,
-    Input,
     InputRejected,
     message_time,
     step,
@@ -49,9 +48,6 @@ from gpuyield.schemas.messages import (
     RoundOutcome,
     YieldCommand,
 )
-
-INPUTS: Mapping[str, type[Input]] = INPUT_MODELS
-"""The decider's input topics (canonical names) and their messages."""
 
 Position = tuple[str, int, int]
 """A message's topic (as recorded, with any prefix), partition and offset."""
@@ -181,7 +177,7 @@ def _order(record: RunRecord) -> list[tuple[int, JournalEntry]]:
 def _by_time(record: RunRecord) -> list[tuple[int, JournalEntry]]:
     timed: list[tuple[float, str, int, int]] = []
     for (topic, partition, offset), raw in record.inputs.items():
-        model = INPUTS.get(_canonical(topic, record.prefix))
+        model = INPUT_MODELS.get(_canonical(topic, record.prefix))
         if model is None:
             continue
         try:
@@ -237,7 +233,7 @@ def derive(
                 f"the journal (offset {offset}) names {entry.origin}, which the record does not "
                 "hold (past its topic's retention?)"
             )
-        model = INPUTS.get(_canonical(entry.topic, record.prefix))
+        model = INPUT_MODELS.get(_canonical(entry.topic, record.prefix))
         if model is None:
             raise ReplayError(f"the journal (offset {offset}) names {entry.topic}: not an input")
         out.steps += 1

@@ -7,12 +7,14 @@ from dataclasses import dataclass, field
 
 from harness import Controller
 
-from gpuyield.agents.controller.decider import Input, Outcome
+from gpuyield.agents.controller.decider import INPUT_MODELS, Input, Outcome
 from gpuyield.agents.controller.journal import Journal
-from gpuyield.agents.controller.replay import INPUTS, Position, RunRecord
+from gpuyield.agents.controller.replay import Position, RunRecord
 from gpuyield.schemas.decoding import encode
+from gpuyield.schemas.messages import JobProgress
 
-TOPIC_OF = {model: topic for topic, model in INPUTS.items()}
+TOPIC_OF: dict[type[Input], str] = {model: topic for topic, model in INPUT_MODELS.items()}
+TOPIC_OF[JobProgress] = "gpuyield.job-progress"  # a bare summary, as older workers sent one
 
 
 @dataclass

@@ -27,6 +27,8 @@ from gpuyield.schemas.config import with_knobs
 from gpuyield.schemas.decoding import encode
 from gpuyield.schemas.messages import (
     Decision,
+    JobProgress,
+    JobProgressBatch,
     JournalEntry,
     RoundOutcome,
     YieldAck,
@@ -206,3 +208,22 @@ def test_the_replayed_decisions_use_the_configuration_the_journal_recorded() -> 
     assert isinstance(decision, Decision)
     assert {v.grace_s for v in decision.plan.victims} == {45.0}
     assert compare(record, derived).differences == 0
+
+
+def test_progress_recorded_as_a_bare_summary_or_as_a_batch_replays_identically() -> None:
+    c = shared_pool(c=RecordingController())
+    summary = JobProgress(
+        job="research/sweep-0",
+        step=9000,
+        progress=0.95,
+        last_checkpoint_at=NOW - 30,
+        first_seen_at=NOW - 7200,
+        updated_at=NOW - 5,
+    )
+    c.feed(summary)  # as a worker before batches sent it
+    c.feed(JobProgressBatch(summaries=(summary.model_copy(update={"job": "research/sweep-1"}),)))
+    production_demand(c)
+    report = replayed(c.record())
+    assert report.differences == 0
+    assert report.steps == len(c.journal)
+    assert [i.outcome for i in report.items if i.kind == "decision"] == ["yield"]
